@@ -1,0 +1,98 @@
+"""The environment a measurement belongs to, and the name of the kind of machine it ran on.
+
+Baselines are kept per kind of machine: ``nvidia-h100-80gb-hbm3`` for a GPU model, or
+``cpu-amd-epyc-7763-2t`` for a CPU model at a thread count (thread count changes CPU throughput
+more than anything else). ``--cnnperf-machine`` overrides the derived name.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+from pathlib import Path
+from typing import Any
+
+from .results import Environment, Flags
+
+
+def slug(text: str) -> str:
+    """``Intel(R) Xeon(R) Gold 6130 CPU @ 2.10GHz`` -> ``intel-xeon-gold-6130``."""
+    text = re.sub(r"\((R|TM|C)\)", " ", text, flags=re.IGNORECASE)
+    text = re.sub(r"@.*$", " ", text)
+    text = re.sub(r"\b(CPU|Processor|\d+-Core)\b", " ", text, flags=re.IGNORECASE)
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "unknown"
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def machine_name(device: Any, threads: int) -> str:
+    """The baseline partition this device belongs to."""
+    import torch
+
+    if device.type == "cuda":
+        return slug(torch.cuda.get_device_name(device))
+    return f"cpu-{slug(cpu_model())}-{threads}t"
+
+
+def cudnn_version() -> str | None:
+    import torch
+
+    version = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    if not version:
+        return None
+    if version >= 90000:  # cuDNN 9: major * 10000 + minor * 100 + patch
+        return f"{version // 10000}.{version % 10000 // 100}.{version % 100}"
+    return f"{version // 1000}.{version % 1000 // 100}.{version % 100}"
+
+
+def current_flags(device: Any) -> Flags:
+    import torch
+
+    from .cudnn import current_mode
+
+    cuda = device.type == "cuda"
+    return Flags(
+        cudnn_mode=current_mode().value if cuda else None,
+        cudnn_tf32=bool(torch.backends.cudnn.allow_tf32) if cuda else None,
+        matmul_tf32=bool(torch.backends.cuda.matmul.allow_tf32) if cuda else None,
+        matmul_precision=torch.get_float32_matmul_precision(),
+        deterministic_algorithms=torch.are_deterministic_algorithms_enabled(),
+    )
+
+
+def capture(device: Any, machine: str | None, driver: str | None) -> Environment:
+    """Describe the environment of a measurement on ``device`` (called in the measuring process)."""
+    import torch
+
+    try:
+        import torchvision
+
+        vision: str | None = torchvision.__version__
+    except ImportError:
+        vision = None
+    threads = torch.get_num_threads()
+    cuda = device.type == "cuda"
+    return Environment(
+        machine=machine or machine_name(device, threads),
+        device=str(device),
+        device_name=torch.cuda.get_device_name(device) if cuda else cpu_model(),
+        driver=driver if cuda else None,
+        cuda=torch.version.cuda if cuda else None,
+        cudnn=cudnn_version() if cuda else None,
+        torch=torch.__version__,
+        torchvision=vision,
+        python=platform.python_version(),
+        platform=f"{platform.system()} {platform.machine()}",
+        cpu=cpu_model(),
+        threads=threads,
+        interop_threads=torch.get_num_interop_threads(),
+        flags=current_flags(device),
+    )

@@ -1,0 +1,108 @@
+"""The words a benchmark's reader gets: failure messages and one-line verdict explanations."""
+
+from __future__ import annotations
+
+import shlex
+
+from . import units
+from .results import BenchmarkResult, Comparison, Verdict
+
+
+def save_command(nodeid: str) -> str:
+    return f"pytest --cnnperf --cnnperf-save {shlex.quote(nodeid)}"
+
+
+def comparison_lines(comparison: Comparison, unit: str, alpha: float) -> list[str]:
+    if comparison.metric == "throughput":
+        measured = (
+            f"throughput  {units.rate(comparison.current, unit)} now, "
+            f"{units.rate(comparison.baseline, unit)} in the baseline: "
+        )
+        if comparison.machine_factor != 1.0 and comparison.raw_change is not None:
+            measured += (
+                f"{units.change(-comparison.raw_change)} as measured, "
+                f"{units.change(-comparison.change)} allowing for the machine's speed"
+            )
+        else:
+            measured += units.change(-comparison.change)
+        lines = [measured + f" (fails below -{units.percent(comparison.threshold)})"]
+        evidence = (
+            f"            {comparison.current_samples} samples now against "
+            f"{comparison.baseline_samples}; one-sided Mann-Whitney p = {comparison.p_value:.2g}"
+        )
+        if comparison.low is not None and comparison.low > -1e9:
+            evidence += (
+                f"; with {1 - alpha:.0%} confidence the loss is at least "
+                f"{units.percent(max(comparison.low, 0.0))}"
+            )
+        lines.append(evidence)
+        return lines
+    return [
+        f"memory      {units.nbytes(comparison.current)} now, "
+        f"{units.nbytes(comparison.baseline)} in the baseline at peak: "
+        f"{units.change(comparison.change)} (fails above +{units.percent(comparison.threshold)})"
+    ]
+
+
+def failure(result: BenchmarkResult, alpha: float) -> str:
+    """Why ``result`` fails its test, with the numbers, the baseline file and the fix."""
+    decision = result.decision
+    unit = result.config.unit
+    head = f"cnnperf: {result.key}"
+    lines: list[str] = []
+    if decision.verdict is Verdict.REGRESSED:
+        what = [
+            c.metric
+            for c in (decision.throughput, decision.memory)
+            if c and c.verdict is Verdict.REGRESSED
+        ]
+        lines.append(f"{head} regressed ({' and '.join(what)})")
+    elif decision.verdict is Verdict.NEW:
+        lines.append(
+            f"{head} has no baseline in {decision.baseline_file} "
+            "(strict mode fails benchmarks without one)"
+        )
+    elif decision.verdict is Verdict.INCONCLUSIVE:
+        lines.append(
+            f"{head} is inconclusive (strict mode fails it): the noise is too large to tell a "
+            "change of the threshold's size from none"
+        )
+    else:
+        lines.append(f"{head}: the environment differs from the baseline's (strict mode)")
+    for comparison in (decision.throughput, decision.memory):
+        if comparison:
+            lines += ["  " + line for line in comparison_lines(comparison, unit, alpha)]
+    for change in decision.environment_changes:
+        lines.append(f"  environment changed: {change}")
+    for note in decision.notes:
+        if note != "no baseline":
+            lines.append(f"  note: {note}")
+    if decision.baseline_file and decision.verdict is not Verdict.NEW:
+        lines.append(f"  baseline    {decision.baseline_file}")
+    if decision.verdict is Verdict.INCONCLUSIVE:
+        lines.append(
+            "  Re-run it, measure more with --cnnperf-effort=thorough, or widen the threshold "
+            "with @pytest.mark.cnnperf(threshold=...)."
+        )
+    lines.append(
+        "  To accept this as the new baseline, run: " + save_command(result.test_id)
+        if decision.verdict is not Verdict.NEW
+        else "  Record one with: " + save_command(result.test_id)
+    )
+    return "\n".join(lines)
+
+
+def headline(result: BenchmarkResult) -> str:
+    """One line per benchmark for ``-v``: the verdict and the main figure."""
+    m = result.measurement
+    if m is None:
+        return f"{result.decision.verdict}: {result.error or ''}"
+    text = (
+        f"{result.decision.verdict}: {units.rate(m.items_per_second, m.unit)}, "
+        f"step {units.seconds(m.step_time_s)}"
+    )
+    if m.peak_allocated_bytes is not None:
+        text += f", peak {units.nbytes(m.peak_allocated_bytes)}"
+    if result.decision.throughput:
+        text += f" ({units.change(-result.decision.throughput.change)} vs baseline)"
+    return text

@@ -1,0 +1,214 @@
+"""The gate: a fresh measurement against its baseline, decided in both directions.
+
+Throughput. Each side is a set of per-process step times. ``r`` is the Hodges-Lehmann ratio of
+current to baseline step times, ``R`` the ratio the threshold allows (a 10% throughput loss is
+``R = 1/0.9``):
+
+* regressed: "slower" is significant at ``alpha`` (one-sided Mann-Whitney) and ``r > R``;
+* improved: "faster" is significant and the throughput gain exceeds the threshold;
+* ok: with the "ok" confidence, ``r`` is below ``R``, so a regression of the threshold's size
+  would have shown;
+* inconclusive: none of these; the noise is too large for the threshold.
+
+The machine. A calibration workload runs in every sample; ``m`` is its time now over its time in
+the baseline. When the run and the baseline share their software and ``m`` is within the policy's
+tolerance, the current step times are divided by ``m`` before comparing, which removes most of a
+shared machine's drift between sessions. Beyond the tolerance (a loaded runner, a throttled GPU)
+how much the machine slowed this benchmark is uncertain: the verdict must then hold for any effect
+between ``sqrt(m)`` and ``m**2``, or it is inconclusive. With different software (a torch, CUDA,
+cuDNN or driver upgrade) the calibration itself may have changed, so an effect of 1 (no
+allowance) is among those the verdict must hold for. A regression measured while the GPU reported
+throttling or other processes is inconclusive too.
+
+Memory is nearly deterministic: it regressed when it grew past its threshold (and a small absolute
+slack) with every current sample above every baseline sample.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from . import stats
+from .baseline import BaselineEntry
+from .policy import GatePolicy
+from .results import Comparison, Decision, Environment, Measurement, Verdict
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """The gate policy with this benchmark's thresholds and strictness resolved."""
+
+    policy: GatePolicy
+    throughput_threshold: float
+    memory_threshold: float
+    strict: bool
+
+
+def compare_throughput(
+    baseline: Sequence[float],
+    current: Sequence[float],
+    settings: GateSettings,
+    machine_factor: float = 1.0,
+) -> Comparison:
+    """Compare step times, the current ones divided by ``machine_factor`` first."""
+    policy, threshold = settings.policy, settings.throughput_threshold
+    adjusted = [t / machine_factor for t in current]
+    shift = stats.compare(baseline, adjusted, policy.alpha, policy.ok_confidence)
+    allowed = 1 / (1 - threshold) if threshold < 1 else math.inf
+    if shift.p_slower < policy.alpha and shift.ratio > allowed:
+        verdict = Verdict.REGRESSED
+    elif shift.p_faster < policy.alpha and 1 / shift.ratio - 1 > threshold:
+        verdict = Verdict.IMPROVED
+    elif shift.high <= allowed:
+        verdict = Verdict.OK
+    else:
+        verdict = Verdict.INCONCLUSIVE
+    base_rate, rate = 1 / stats.median(baseline), 1 / stats.median(current)
+    return Comparison(
+        metric="throughput",
+        baseline=base_rate,
+        current=rate,
+        change=1 - 1 / shift.ratio,
+        threshold=threshold,
+        verdict=verdict,
+        p_value=shift.p_slower,
+        low=1 - 1 / shift.low if shift.low > 0 else -math.inf,
+        high=1 - 1 / shift.high,
+        baseline_samples=len(baseline),
+        current_samples=len(current),
+        machine_factor=machine_factor,
+        raw_change=1 - rate / base_rate,
+    )
+
+
+def compare_memory(
+    baseline: Sequence[int], current: Sequence[int], settings: GateSettings
+) -> Comparison:
+    threshold, slack = settings.memory_threshold, settings.policy.memory_slack_bytes
+    base, cur = stats.median(baseline), stats.median(current)
+    growth = cur / base - 1 if base else 0.0
+    if growth > threshold and cur - base > slack:
+        verdict = Verdict.REGRESSED if min(current) > max(baseline) else Verdict.INCONCLUSIVE
+    elif growth < -threshold and base - cur > slack:
+        verdict = Verdict.IMPROVED if max(current) < min(baseline) else Verdict.INCONCLUSIVE
+    else:
+        verdict = Verdict.OK
+    return Comparison(
+        metric="memory",
+        baseline=base,
+        current=cur,
+        change=growth,
+        threshold=threshold,
+        verdict=verdict,
+        baseline_samples=len(baseline),
+        current_samples=len(current),
+    )
+
+
+def combine(*verdicts: Verdict) -> Verdict:
+    """A benchmark's verdict from its metrics': any regression, else any doubt, else any gain."""
+    for verdict in (Verdict.REGRESSED, Verdict.INCONCLUSIVE, Verdict.IMPROVED):
+        if verdict in verdicts:
+            return verdict
+    return Verdict.OK
+
+
+def machine_ratio(measurement: Measurement, baseline: BaselineEntry) -> float | None:
+    """Calibration time now / in the baseline: above 1, the machine runs slower than it did."""
+    if not baseline.calibration_s or not measurement.calibrations:
+        return None
+    return stats.median(measurement.calibrations) / stats.median(baseline.calibration_s)
+
+
+def machine_factors(ratio: float | None, tolerance: float, software_changed: bool) -> list[float]:
+    """The machine effects a throughput verdict must hold for; the first is the one reported."""
+    if ratio is None:
+        return [1.0]
+    if 1 / (1 + tolerance) <= ratio <= 1 + tolerance:
+        factors = [ratio]
+    else:
+        factors = [ratio, math.sqrt(ratio), ratio**2]
+    return [1.0, *factors] if software_changed else factors
+
+
+def _describe_machine(ratio: float) -> str:
+    if ratio >= 1:
+        return f"the machine ran {ratio - 1:.0%} slower than when the baseline was recorded"
+    return f"the machine ran {1 / ratio - 1:.0%} faster than when the baseline was recorded"
+
+
+def decide(
+    measurement: Measurement,
+    environment: Environment,
+    baseline: BaselineEntry | None,
+    settings: GateSettings,
+    baseline_file: str | None = None,
+) -> Decision:
+    """The verdict on ``measurement`` against ``baseline`` (``None``: there is none)."""
+    if baseline is None:
+        return Decision(
+            verdict=Verdict.NEW,
+            failed=settings.strict,
+            baseline_file=baseline_file,
+            notes=("no baseline",),
+        )
+    notes: list[str] = []
+    changes = environment.changes_from(baseline.environment)
+    ratio = machine_ratio(measurement, baseline)
+    factors = machine_factors(ratio, settings.policy.machine_tolerance, bool(changes))
+    comparisons = [
+        compare_throughput(baseline.step_time_s, measurement.step_times, settings, factor)
+        for factor in factors
+    ]
+    throughput = comparisons[0]
+    agreed = {c.verdict for c in comparisons}
+    throughput_verdict = agreed.pop() if len(agreed) == 1 else Verdict.INCONCLUSIVE
+    if ratio is not None and len(factors) > 1 and not changes:
+        notes.append(
+            f"{_describe_machine(ratio)} (calibration workload), beyond the "
+            f"{settings.policy.machine_tolerance:.0%} within which it is allowed for exactly"
+            + ("" if throughput_verdict is Verdict.INCONCLUSIVE else "; the verdict holds anyway")
+        )
+    elif ratio is not None and not changes and abs(ratio - 1) >= 0.02:
+        notes.append(f"{_describe_machine(ratio)}; throughput compared after allowing for it")
+    if changes and ratio is not None:
+        notes.append(
+            "software changed, so times are also compared as measured, without calibration"
+        )
+    problems = measurement.health_problems
+    if problems:
+        notes.append("untrustworthy GPU state: " + "; ".join(problems))
+        if throughput_verdict is Verdict.REGRESSED:
+            throughput_verdict = Verdict.INCONCLUSIVE
+    memory = None
+    current_memory = [s.memory.allocated_bytes for s in measurement.samples if s.memory]
+    if baseline.peak_allocated_bytes and current_memory:
+        memory = compare_memory(baseline.peak_allocated_bytes, current_memory, settings)
+    verdict = combine(throughput_verdict, *([memory.verdict] if memory else []))
+    if measurement.in_process != baseline.in_process:
+        where = {True: "inside one process", False: "in separate processes"}
+        notes.append(
+            f"the baseline's samples were taken {where[baseline.in_process]}, these "
+            f"{where[measurement.in_process]}"
+        )
+    failed = verdict is Verdict.REGRESSED or (
+        settings.strict and (verdict is Verdict.INCONCLUSIVE or bool(changes))
+    )
+    return Decision(
+        verdict=verdict,
+        throughput=throughput,
+        memory=memory,
+        machine_speed=ratio,
+        environment_changes=changes,
+        notes=tuple(notes),
+        baseline_file=baseline_file,
+        failed=failed,
+    )
+
+
+def wants_more_samples(decision: Decision) -> bool:
+    """Re-measure before declaring a throughput regression or improvement, or giving up as
+    inconclusive (memory needs no second look: it barely varies)."""
+    return decision.throughput is not None and decision.throughput.verdict is not Verdict.OK

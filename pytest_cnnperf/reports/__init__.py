@@ -1,0 +1,1 @@
+"""Renderings of results for their readers: terminal, Markdown, JSON, plots, JUnit."""

@@ -1,0 +1,179 @@
+"""Timing train steps: warm up until steady, then time a block of steps phase by phase.
+
+A step is a sequence of named phases (forward + loss, backward, optimizer step). A ``Clock``
+puts marks between phases. On the CPU the marks are ``time.perf_counter`` readings; on CUDA they
+are events recorded on the current stream, read after one synchronisation at the end of the block,
+and the block's total comes from a wall clock synchronised before and after it, so nothing inside
+the timed region waits for the GPU that a real training loop would not wait for. Tests drive the
+same loop with a fake clock.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .policy import TimingPolicy
+
+Phase = tuple[str, Callable[[], None]]
+
+
+class Clock(Protocol):
+    """Marks points in a stream of work and reads the time between them."""
+
+    def sync(self) -> None:
+        """Wait until all work issued so far has finished."""
+
+    def now(self) -> float:
+        """Host wall-clock seconds."""
+
+    def mark(self) -> Any:
+        """A point in the work stream, to be read after ``sync``."""
+
+    def seconds_between(self, start: Any, end: Any) -> float:
+        """Seconds between two marks; only valid after ``sync``."""
+
+
+class CpuClock:
+    """Host timestamps: CPU work is done when the call returns."""
+
+    def sync(self) -> None:
+        pass
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def mark(self) -> float:
+        return time.perf_counter()
+
+    def seconds_between(self, start: float, end: float) -> float:
+        return end - start
+
+
+class CudaClock:
+    """CUDA events on the current stream for marks; a synchronised wall clock for blocks."""
+
+    def __init__(self, device: Any) -> None:
+        import torch
+
+        self._torch = torch
+        self._device = device
+
+    def sync(self) -> None:
+        self._torch.cuda.synchronize(self._device)
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def mark(self) -> Any:
+        event = self._torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def seconds_between(self, start: Any, end: Any) -> float:
+        return float(start.elapsed_time(end)) / 1000.0
+
+
+@dataclass(frozen=True)
+class TimedSteps:
+    """The timing part of a sample."""
+
+    #: the sample's figure: median step time (CPU) or synchronised block time / steps (CUDA)
+    step_time_s: float
+    step_times_s: tuple[float, ...]
+    phases: dict[str, tuple[float, ...]]
+    cold_step_s: float
+    #: steps run before the timed block: the cold one, the warm-up, one to size the block
+    warmup_steps: int
+    warmup_steady: bool
+
+
+def run_step(phases: Sequence[Phase], clock: Clock) -> list[Any]:
+    """Run one step, marking before the first phase and after each one."""
+    marks = [clock.mark()]
+    for _, run in phases:
+        run()
+        marks.append(clock.mark())
+    return marks
+
+
+def _synced_step_time(phases: Sequence[Phase], clock: Clock) -> float:
+    clock.sync()
+    start = clock.now()
+    run_step(phases, clock)
+    clock.sync()
+    return clock.now() - start
+
+
+def warm_up(phases: Sequence[Phase], clock: Clock, policy: TimingPolicy) -> tuple[float, int, bool]:
+    """Run the cold first step, then steps until the last few agree within the tolerance.
+
+    Returns the cold step's time, the number of warm-up steps after it and whether the steps
+    became steady before the step or time budget ran out.
+    """
+    cold = _synced_step_time(phases, clock)
+    started = clock.now()
+    times: list[float] = []
+    while True:
+        times.append(_synced_step_time(phases, clock))
+        window = times[-policy.warmup_window :]
+        if (
+            len(times) >= policy.warmup_min_steps
+            and len(window) == policy.warmup_window
+            and max(window) <= min(window) * (1 + policy.warmup_tolerance)
+        ):
+            return cold, len(times), True
+        if len(times) >= policy.warmup_max_steps or clock.now() - started >= policy.warmup_max_s:
+            return cold, len(times), False
+
+
+def steps_for(step_estimate_s: float, policy: TimingPolicy) -> int:
+    """How many steps fill the minimum time, within the policy's step bounds."""
+    wanted = math.ceil(policy.min_time_s / step_estimate_s) if step_estimate_s > 0 else 0
+    return max(policy.min_steps, min(policy.max_steps, wanted))
+
+
+def time_block(phases: Sequence[Phase], clock: Clock, steps: int) -> tuple[float, list[list[Any]]]:
+    """Time ``steps`` steps back to back; returns the synchronised wall time and each step's
+    marks. Nothing inside the block waits for the device."""
+    clock.sync()
+    start = clock.now()
+    marks = [run_step(phases, clock) for _ in range(steps)]
+    clock.sync()
+    return clock.now() - start, marks
+
+
+def measure_steps(
+    phases: Sequence[Phase], clock: Clock, policy: TimingPolicy, *, per_step_wall: bool
+) -> TimedSteps:
+    """Warm up, then time one block and summarise it.
+
+    ``per_step_wall``: the sample's figure is the median of per-step times (CPU, where marks
+    are wall-clock readings); otherwise it is the block's synchronised wall time per step (CUDA).
+    """
+    cold, warmup_steps, steady = warm_up(phases, clock, policy)
+    estimate = _synced_step_time(phases, clock)
+    steps = steps_for(estimate, policy)
+    wall, marks = time_block(phases, clock, steps)
+    names = [name for name, _ in phases]
+    per_phase: dict[str, list[float]] = {name: [] for name in names}
+    totals = []
+    for step_marks in marks:
+        for i, name in enumerate(names):
+            per_phase[name].append(clock.seconds_between(step_marks[i], step_marks[i + 1]))
+        totals.append(clock.seconds_between(step_marks[0], step_marks[-1]))
+    figure = statistics.median(totals) if per_step_wall else wall / steps
+    return TimedSteps(
+        step_time_s=figure,
+        step_times_s=tuple(totals),
+        phases={name: tuple(values) for name, values in per_phase.items()}
+        if len(names) > 1
+        else {},
+        cold_step_s=cold,
+        warmup_steps=warmup_steps + 2,
+        warmup_steady=steady,
+    )

@@ -1,0 +1,47 @@
+"""Numbers as people read them: times, rates, bytes and signed changes."""
+
+from __future__ import annotations
+
+import math
+
+
+def seconds(value: float | None) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    if value >= 1:
+        return f"{value:.2f} s"
+    if value >= 1e-3:
+        return f"{value * 1e3:.1f} ms"
+    return f"{value * 1e6:.0f} us"
+
+
+def rate(value: float | None, unit: str = "images") -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    if value >= 100:
+        return f"{value:,.0f} {unit}/s"
+    if value >= 10:
+        return f"{value:.1f} {unit}/s"
+    return f"{value:.2f} {unit}/s"
+
+
+def nbytes(value: float | None) -> str:
+    if value is None:
+        return "-"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(value) >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{value:.0f} B"
+
+
+def change(value: float | None) -> str:
+    """A signed percentage: ``+12.3%``."""
+    if value is None or math.isnan(value):
+        return "-"
+    if math.isinf(value):
+        return "+inf%" if value > 0 else "-inf%"
+    return f"{value * 100:+.1f}%"
+
+
+def percent(value: float) -> str:
+    return f"{value * 100:.1f}%".replace(".0%", "%")

@@ -1,0 +1,36 @@
+"""Train steps of the zoo's models (see ``pytest_cnnperf.zoo``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_cnnperf.config import ZooOptions
+from pytest_cnnperf.plugin import ModelFactory
+from pytest_cnnperf.runner import CnnPerf
+from pytest_cnnperf.state import STATE
+from pytest_cnnperf.zoo import ZooCase, cases
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "zoo_case" not in metafunc.fixturenames:
+        return
+    state = metafunc.config.stash.get(STATE, None)
+    options = state.config.zoo if state else ZooOptions()
+    on_gpu = state is not None and state.device_type == "cuda"
+    zoo = cases(options, on_gpu)
+    several = len({case.batch_size for case in zoo}) > 1
+    metafunc.parametrize("zoo_case", zoo, ids=[case.id(several) for case in zoo])
+
+
+def test_train(cnnperf: CnnPerf, model_factory: ModelFactory, zoo_case: ZooCase) -> Any:
+    """One training step: forward, cross-entropy, backward, SGD with momentum."""
+    model = model_factory(zoo_case.model)
+    cnnperf.train_step(
+        model,
+        batch_size=zoo_case.batch_size,
+        image_size=zoo_case.image_size,
+        amp=zoo_case.amp,
+        channels_last=zoo_case.channels_last,
+    )

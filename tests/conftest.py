@@ -1,0 +1,84 @@
+"""Shared fixtures for pytest-cnnperf's own tests.
+
+torch and torchvision are imported here, by the outer session: in-process ``pytester`` runs drop
+modules first imported inside them, and C extensions cannot be imported twice.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+import torchvision  # noqa: F401  (imported once, for in-process pytester runs)
+
+pytest_plugins = ["pytester"]
+
+requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+#: a tiny model whose step time is dominated by a sleep, so that a run's speed is repeatable on a
+#: busy machine; SLOWDOWN_FILE and GROWTH_FILE inject a large, deterministic slowdown or growth
+SLEEPY_MODEL = '''
+    import os
+    import time
+
+    import torch
+    from torch import nn
+
+    SLEEP_S = 0.004
+
+
+    class Sleepy(nn.Module):
+        """A tiny conv net whose forward sleeps. Files next to the test inject changes:
+        SLOWDOWN-<name> triples the sleep, GROWTH-<name> keeps 16 MiB more alive."""
+
+        def __init__(self, num_classes=10, name="a"):
+            super().__init__()
+            self.name = name
+            self.conv = nn.Conv2d(3, 4, 3, padding=1)
+            self.head = nn.Linear(4, num_classes)
+
+        def _injected(self, what):
+            return os.path.exists(os.path.join(os.path.dirname(__file__), f"{what}-{self.name}"))
+
+        def forward(self, x):
+            time.sleep(SLEEP_S * (3 if self._injected("SLOWDOWN") else 1))
+            y = self.conv(x)
+            if self._injected("GROWTH"):
+                # 16 MiB kept alive from forward to backward (a view saved for the gradient
+                # keeps its whole storage), at almost no cost in time
+                y = y + (torch.empty(4 << 20)[:1] * self.head.bias[0]).sum()
+            return self.head(y.mean(dim=(2, 3)))
+'''
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A pytester project with the sleepy model in ``models.py``, in-process sampling (fresh
+    sample processes need a fresh pytest process; see test_sampling) and no calibration (the
+    sleepy model's speed does not follow the machine's, so allowing for it would distort)."""
+    pytester.makepyfile(models=textwrap.dedent(SLEEPY_MODEL))
+    pytester.makeini(
+        """
+        [pytest]
+        cnnperf_inprocess = true
+        cnnperf_samples = 4
+        cnnperf_min_time = 0.05
+        cnnperf_calibration = false
+        """
+    )
+    return pytester
+
+
+@pytest.fixture
+def inject(pytester: pytest.Pytester) -> Callable[[str], Path]:
+    """Create a marker file (``SLOWDOWN-a``, ``GROWTH-b``) that the sleepy model reacts to."""
+
+    def create(name: str) -> Path:
+        path = pytester.path / name
+        path.write_text("1")
+        return path
+
+    return create

@@ -1,0 +1,195 @@
+"""The whole workflow through pytest: record baselines, gate against them, and every way a
+baseline can be missing, stale, corrupt or from another environment. Effects are injected large
+and deterministic (a tripled sleep, 16 MiB more memory); no test asserts a timing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+BENCH = """
+from models import Sleepy
+
+def test_a(cnnperf):
+    cnnperf.train_step(Sleepy(name="a"), batch_size=2, image_size=8)
+
+def test_b(cnnperf):
+    cnnperf.train_step(Sleepy(name="b"), batch_size=2, image_size=8)
+"""
+
+
+def baseline_file(project: pytest.Pytester, module: str = "test_bench") -> Path:
+    files = list((project.path / "baselines").glob(f"*/{module}.json"))
+    assert len(files) == 1, files
+    return files[0]
+
+
+@pytest.fixture
+def saved(project: pytest.Pytester) -> pytest.Pytester:
+    project.makepyfile(test_bench=BENCH)
+    result = project.runpytest("--cnnperf", "--cnnperf-save")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["saved*train_step Sleepy bs=2 8x8 opt=sgd*", "saved 2 baseline(s) to *test_bench.json"]
+    )
+    return project
+
+
+def test_save_writes_one_entry_per_benchmark(saved: pytest.Pytester) -> None:
+    data = json.loads(baseline_file(saved).read_text())
+    assert set(data["entries"]) == {"test_a", "test_b"}
+    entry = data["entries"]["test_a"]["train_step Sleepy bs=2 8x8 opt=sgd"]
+    assert len(entry["step_time_s"]) == 8
+    assert entry["environment"]["machine"] == baseline_file(saved).parent.name
+
+
+def test_an_unchanged_rerun_passes(saved: pytest.Pytester) -> None:
+    result = saved.runpytest("--cnnperf")
+    result.assert_outcomes(passed=2)
+    result.stdout.no_fnmatch_line("regressed*")
+
+
+def test_a_slowdown_fails_the_test_that_slowed(
+    saved: pytest.Pytester, inject: Callable[[str], Path]
+) -> None:
+    inject("SLOWDOWN-a")
+    result = saved.runpytest("--cnnperf")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*cnnperf: train_step Sleepy bs=2 8x8 opt=sgd regressed (throughput)",
+            "*  throughput  * images/s now, * images/s in the baseline: -*% (fails below -10%)",
+            "*samples now against 8; one-sided Mann-Whitney p = *; with 99% confidence the loss is at least *",
+            "*  baseline    baselines/*/test_bench.json",
+            "*  To accept this as the new baseline, run: pytest --cnnperf --cnnperf-save test_bench.py::test_a",
+        ]
+    )
+    result.stdout.fnmatch_lines(["FAILED test_bench.py::test_a - *"])
+
+
+def test_a_memory_growth_fails_the_test_that_grew(
+    saved: pytest.Pytester, inject: Callable[[str], Path]
+) -> None:
+    inject("GROWTH-b")
+    result = saved.runpytest("--cnnperf")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*cnnperf: train_step Sleepy bs=2 8x8 opt=sgd regressed (memory)",
+            "*  memory      * MiB now, * in the baseline at peak: +*% (fails above +5%)",
+        ]
+    )
+    result.stdout.fnmatch_lines(["FAILED test_bench.py::test_b - *"])
+
+
+def test_accepting_a_change_with_save(
+    saved: pytest.Pytester, inject: Callable[[str], Path]
+) -> None:
+    inject("SLOWDOWN-a")
+    saved.runpytest("--cnnperf", "--cnnperf-save", "test_bench.py::test_a").assert_outcomes(
+        passed=1
+    )
+    saved.runpytest("--cnnperf").assert_outcomes(passed=2)
+
+
+def test_a_benchmark_without_baseline_is_new_and_passes(project: pytest.Pytester) -> None:
+    project.makepyfile(test_bench=BENCH)
+    result = project.runpytest("--cnnperf")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["new *test_a *", "new *test_b *"])
+
+
+def test_strict_mode_fails_missing_baselines(project: pytest.Pytester) -> None:
+    project.makepyfile(test_bench=BENCH)
+    result = project.runpytest("--cnnperf", "--cnnperf-strict")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*cnnperf: train_step Sleepy bs=2 8x8 opt=sgd has no baseline in baselines/*/test_bench.json "
+            "(strict mode fails benchmarks without one)",
+            "*  Record one with: pytest --cnnperf --cnnperf-save test_bench.py::test_a",
+        ]
+    )
+
+
+def test_a_changed_environment_is_reported_and_fails_in_strict_mode(saved: pytest.Pytester) -> None:
+    path = baseline_file(saved)
+    data = json.loads(path.read_text())
+    data["entries"]["test_a"]["train_step Sleepy bs=2 8x8 opt=sgd"]["environment"]["torch"] = (
+        "1.0.0"
+    )
+    path.write_text(json.dumps(data))
+    result = saved.runpytest("--cnnperf")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_a*(environment changed: torch 1.0.0 -> *)"])
+    strict = saved.runpytest("--cnnperf", "--cnnperf-strict")
+    strict.assert_outcomes(passed=1, failed=1)
+    strict.stdout.fnmatch_lines(
+        [
+            "*cnnperf: train_step Sleepy bs=2 8x8 opt=sgd: the environment differs from the baseline's (strict mode)",
+            "*  environment changed: torch 1.0.0 -> *",
+        ]
+    )
+
+
+def test_a_corrupt_baseline_fails_its_benchmarks_and_the_run_goes_on(
+    saved: pytest.Pytester,
+) -> None:
+    saved.makepyfile(test_other=BENCH.replace("test_a", "test_c").replace("test_b", "test_d"))
+    saved.runpytest("--cnnperf", "--cnnperf-save", "test_other.py").assert_outcomes(passed=2)
+    path = baseline_file(saved)
+    path.write_text("{ this is not json")
+    result = saved.runpytest("--cnnperf")
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            f"*cnnperf: baseline file {path} cannot be used: it is not valid JSON (*). Mend it (or "
+            "delete it) and record new baselines with --cnnperf-save; it is left untouched until then."
+        ]
+    )
+    result.stdout.no_fnmatch_line("*Traceback*")
+    saved.runpytest("--cnnperf", "--cnnperf-save", "test_bench.py").assert_outcomes(failed=2)
+    assert path.read_text() == "{ this is not json"
+
+
+def test_stale_entries_are_reported_and_pruned_on_request(saved: pytest.Pytester) -> None:
+    saved.makepyfile(test_bench=BENCH.split("def test_b")[0])
+    result = saved.runpytest("--cnnperf")
+    result.stdout.fnmatch_lines(
+        [
+            "1 baseline entry belong to tests that no longer exist (remove them with --cnnperf-save --cnnperf-prune):",
+            "  test_b in *test_bench.json",
+        ]
+    )
+    saved.runpytest("--cnnperf", "--cnnperf-save").stdout.fnmatch_lines(["*1 baseline entry*"])
+    assert "test_b" in json.loads(baseline_file(saved).read_text())["entries"]
+    pruned = saved.runpytest("--cnnperf", "--cnnperf-save", "--cnnperf-prune")
+    pruned.stdout.fnmatch_lines(
+        ["saved 1 baseline(s) to *test_bench.json, removed 1 stale test(s)"]
+    )
+    assert set(json.loads(baseline_file(saved).read_text())["entries"]) == {"test_a"}
+
+
+def test_a_partial_save_keeps_the_other_entries(saved: pytest.Pytester) -> None:
+    saved.runpytest("--cnnperf", "--cnnperf-save", "-k", "test_a").assert_outcomes(
+        passed=1, deselected=1
+    )
+    data = json.loads(baseline_file(saved).read_text())
+    assert set(data["entries"]) == {"test_a", "test_b"}
+
+
+def test_per_test_thresholds_and_command_line_precedence(
+    saved: pytest.Pytester, inject: Callable[[str], Path]
+) -> None:
+    saved.makepyfile(
+        test_bench=BENCH.replace(
+            "def test_a(cnnperf):",
+            "import pytest\n\n@pytest.mark.cnnperf(threshold='90%')\ndef test_a(cnnperf):",
+        )
+    )
+    inject("SLOWDOWN-a")
+    saved.runpytest("--cnnperf").assert_outcomes(passed=2)
+    saved.runpytest("--cnnperf", "--cnnperf-threshold=10%").assert_outcomes(passed=1, failed=1)
