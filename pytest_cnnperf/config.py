@@ -94,7 +94,7 @@ def parse_seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         value = float("nan")
-    if not 0 < value < 3600:
+    if not 0 < value <= 86400:
         raise ValueError(f"{text!r} is not a duration; use seconds such as 0.5")
     return value
 
@@ -334,6 +334,11 @@ def add_options(parser: pytest.Parser) -> None:
     )
     parser.addini("cnnperf_min_time", "Seconds of timed steps per sample", default="")
     parser.addini(
+        "cnnperf_sample_timeout",
+        "Seconds a sample process may take before it is killed (default 1800)",
+        default="",
+    )
+    parser.addini(
         "cnnperf_calibration",
         "Time a calibration workload in every sample and allow for the machine's speed "
         "(true/false; default true)",
@@ -437,6 +442,7 @@ class CnnPerfConfig:
     min_time_s: float | None = None
     #: time the calibration workload and allow for the machine's speed
     calibration: bool = True
+    sample_timeout_s: float = 1800.0
 
     @classmethod
     def from_pytest_config(cls, config: pytest.Config) -> CnnPerfConfig:
@@ -502,4 +508,5 @@ class CnnPerfConfig:
             samples=ini("cnnperf_samples", lambda text: parse_positive_ints(text)[0]),
             min_time_s=ini("cnnperf_min_time", parse_seconds),
             calibration=ini("cnnperf_calibration", parse_bool) is not False,
+            sample_timeout_s=ini("cnnperf_sample_timeout", parse_seconds) or 1800.0,
         )

@@ -156,7 +156,13 @@ def _run_job(session: pytest.Session, job: Job) -> None:
 
     config.pluginmanager.register(Failures(), "cnnperf-sample-failures")
     items = session.perform_collect([job.path])
-    item = next((i for i in items if i.nodeid == job.nodeid), None)
+    # node ids of files outside the rootdir depend on how they were collected: match the file
+    # and the test's name within it
+    name = job.nodeid.split("::", 1)[-1]
+    item = next(
+        (i for i in items if str(i.path) == job.path and i.nodeid.split("::", 1)[-1] == name),
+        None,
+    )
     if item is None:
         error = f"the sample process could not find the test {job.nodeid} in {job.path}"
     else:
@@ -175,7 +181,7 @@ def _sampler(state: SessionState) -> None:
 
     zygote = state.zygote
     if zygote is not None and zygote.wait_ready():
-        state.sampler = sampling.ProcessSampler(zygote, timeout=3600)
+        state.sampler = sampling.ProcessSampler(zygote, timeout=state.config.sample_timeout_s)
         return
     reason = (
         None
@@ -189,7 +195,9 @@ def _sampler(state: SessionState) -> None:
         )
     import torch
 
-    state.sampler = sampling.InProcessSampler(torch.device(state.device), reason)
+    from .runner import describe_error
+
+    state.sampler = sampling.InProcessSampler(torch.device(state.device), describe_error, reason)
 
 
 # ---- collection ----

@@ -427,13 +427,31 @@ class CnnPerf:
         else:
             from . import distributed
 
-            if job.world_size > 1:
-                report = distributed.run_rank(job, target, self.device)
-            else:
-                workload = target.build(self.device, 1)
-                report = ChildReport(measured=target.measure(workload, False, target.timing))
+            try:
+                if job.world_size > 1:
+                    report = distributed.run_rank(job, target, self.device)
+                else:
+                    workload = target.build(self.device, 1)
+                    report = ChildReport(measured=target.measure(workload, False, target.timing))
+            except Exception as exc:
+                report = ChildReport(error=describe_error(exc))
         write_report(job, report)
         os._exit(0)
+
+
+def describe_error(exc: BaseException) -> str:
+    """The exception and where in the user's code it came from, without torch's frames."""
+    import traceback
+
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    frames = traceback.extract_tb(exc.__traceback__)
+    ours = os.path.dirname(__file__)
+    torch_dir = f"{os.sep}torch{os.sep}"
+    user = [f for f in frames if not f.filename.startswith(ours) and torch_dir not in f.filename]
+    if user:
+        frame = user[-1]
+        text += f" (raised at {os.path.relpath(frame.filename)}:{frame.lineno} in {frame.name})"
+    return text
 
 
 def _relative(path: os.PathLike[str]) -> str:

@@ -34,7 +34,7 @@ from .results import BenchmarkResult, Environment, Sample
 from .workload import Workload
 
 #: how long a forked probe may take to run a tiny parallel op before the zygote is declared unusable
-PROBE_TIMEOUT_S = 20.0
+PROBE_TIMEOUT_S = 5.0
 #: modules a sample process would otherwise import for every sample
 PRELOAD = (
     "torch",
@@ -108,8 +108,11 @@ class InProcessSampler:
 
     in_process = True
 
-    def __init__(self, device: Any, reason: str | None = None) -> None:
+    def __init__(
+        self, device: Any, describe: Callable[[BaseException], str], reason: str | None = None
+    ) -> None:
         self.device = device
+        self.describe = describe
         self.reason = reason
 
     def take(self, target: Target, count: int) -> list[Measured]:
@@ -125,11 +128,7 @@ class InProcessSampler:
                 workload = target.build(self.device, 1)
                 return [target.measure(workload, True, target.timing) for _ in range(count)]
             except Exception as exc:
-                raise BenchmarkError(_describe(exc)) from exc
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
+                raise BenchmarkError(self.describe(exc)) from exc
 
 
 # ---- the zygote: a pristine copy of the pytest process that forks sample processes ----

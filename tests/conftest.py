@@ -16,8 +16,6 @@ import torchvision  # noqa: F401  (imported once, for in-process pytester runs)
 
 pytest_plugins = ["pytester"]
 
-requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-
 #: a tiny model whose step time is dominated by a sleep, so that a run's speed is repeatable on a
 #: busy machine; SLOWDOWN_FILE and GROWTH_FILE inject a large, deterministic slowdown or growth
 SLEEPY_MODEL = '''

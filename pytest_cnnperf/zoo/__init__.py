@@ -27,7 +27,7 @@ class ZooModel:
 CATALOG = (
     ZooModel("resnet18", gpu_batch=256, cpu_batch=8),
     ZooModel("resnet50", gpu_batch=128, cpu_batch=8),
-    ZooModel("vgg16", gpu_batch=64, cpu_batch=4),
+    ZooModel("vgg16", gpu_batch=64, cpu_batch=2),
     ZooModel("mobilenet_v2", gpu_batch=128, cpu_batch=8),
     ZooModel("efficientnet_b0", gpu_batch=128, cpu_batch=8),
     ZooModel("googlenet", gpu_batch=128, cpu_batch=8),

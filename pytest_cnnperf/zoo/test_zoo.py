@@ -20,7 +20,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     options = state.config.zoo if state else ZooOptions()
     on_gpu = state is not None and state.device_type == "cuda"
     zoo = cases(options, on_gpu)
-    several = len({case.batch_size for case in zoo}) > 1
+    several = len(options.batch_sizes or ()) > 1
     metafunc.parametrize("zoo_case", zoo, ids=[case.id(several) for case in zoo])
 
 

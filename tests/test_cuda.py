@@ -1,0 +1,198 @@
+"""The CUDA path: device choice, cuDNN modes, events, allocator peaks, AMP, NVML, out of
+memory. Skipped without a CUDA device; ``scripts/gpu-check`` runs them on a GPU machine."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+INI = """
+[pytest]
+cnnperf_samples = 2
+cnnperf_min_time = 0.2
+"""
+
+MODELS = """
+import torch
+from torch import nn
+
+
+def convnet(num_classes=10):
+    return nn.Sequential(
+        nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+        nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.BatchNorm2d(64), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, num_classes),
+    )
+"""
+
+
+@pytest.fixture
+def gpu_project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeini(INI)
+    pytester.makepyfile(models=MODELS)
+    return pytester
+
+
+def test_auto_picks_the_first_cuda_device(gpu_project: pytest.Pytester) -> None:
+    gpu_project.makepyfile(
+        """
+        import torch
+
+        def test_device(cnnperf_device, cudnn_mode):
+            assert cnnperf_device == torch.device("cuda:0")
+            assert cudnn_mode is not None
+        """
+    )
+    gpu_project.runpytest_subprocess("--cnnperf").assert_outcomes(passed=1)
+
+
+def test_a_missing_cuda_index_is_a_usage_error(gpu_project: pytest.Pytester) -> None:
+    gpu_project.makepyfile("def test_x(cnnperf):\n    pass\n")
+    count = torch.cuda.device_count()
+    result = gpu_project.runpytest_subprocess("--cnnperf", f"--cnnperf-device=cuda:{count}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"ERROR: --cnnperf-device=cuda:{count} asks for CUDA device {count}, but only *"]
+    )
+
+
+def test_cudnn_modes_parametrize_set_and_restore_the_flags(gpu_project: pytest.Pytester) -> None:
+    gpu_project.makepyfile(
+        """
+        import torch
+
+        FLAGS = {
+            "on": (True, False, False),
+            "off": (False, False, False),
+            "benchmark": (True, True, False),
+            "deterministic": (True, False, True),
+        }
+
+        def test_mode(cudnn_mode):
+            cudnn = torch.backends.cudnn
+            assert (cudnn.enabled, cudnn.benchmark, cudnn.deterministic) == FLAGS[cudnn_mode.value]
+
+        def test_after():
+            cudnn = torch.backends.cudnn
+            assert (cudnn.enabled, cudnn.benchmark, cudnn.deterministic) == (True, False, False)
+        """
+    )
+    result = gpu_project.runpytest(
+        "--cnnperf", "--cudnn=on,off,benchmark,deterministic", "-v", "-p", "no:randomly"
+    )
+    result.assert_outcomes(passed=5)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_mode[[]on[]] PASSED*",
+            "*test_mode[[]off[]] PASSED*",
+            "*test_mode[[]benchmark[]] PASSED*",
+            "*test_mode[[]deterministic[]] PASSED*",
+        ]
+    )
+
+
+def test_a_cuda_train_step_in_sample_processes(gpu_project: pytest.Pytester) -> None:
+    """Fresh processes measure; the pytest process itself never initialises CUDA."""
+    gpu_project.makepyfile(
+        """
+        import torch
+
+        from models import convnet
+
+        def test_train(cnnperf):
+            result = cnnperf.train_step(convnet(), batch_size=64, image_size=64)
+            m, env = result.measurement, result.environment
+            assert not m.in_process
+            assert m.memory_source == "cuda-allocator"
+            assert m.peak_reserved_bytes >= m.peak_allocated_bytes > 0
+            assert set(m.phase_names) == {"forward", "backward", "optimizer"}
+            sample = m.samples[0]
+            assert sum(sample.phases["forward"]) > 0
+            assert env.device == "cuda:0"
+            assert env.cuda and env.cudnn and env.driver
+            assert env.flags.cudnn_mode == "benchmark"
+            assert sample.health is not None and sample.health.sm_clock_mhz
+            assert sample.calibration_s > 0
+            assert not torch.cuda.is_initialized()
+        """
+    )
+    result = gpu_project.runpytest_subprocess(
+        "--cnnperf", "--cudnn=benchmark", "--cnnperf-json=r.json"
+    )
+    result.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("amp", ["fp16", "bf16"])
+def test_amp_and_channels_last_train(gpu_project: pytest.Pytester, amp: str) -> None:
+    gpu_project.makepyfile(
+        f"""
+        from models import convnet
+
+        def test_train(cnnperf):
+            result = cnnperf.train_step(convnet(), batch_size=32, image_size=32, amp="{amp}", channels_last=True)
+            assert result.config.amp == "{amp}"
+            assert result.config.channels_last
+            assert result.measurement.items_per_second > 0
+        """
+    )
+    gpu_project.runpytest("--cnnperf", "--cnnperf-inprocess").assert_outcomes(passed=1)
+
+
+def test_out_of_memory_fails_its_own_test_and_frees_the_device(
+    gpu_project: pytest.Pytester,
+) -> None:
+    gpu_project.makepyfile(
+        """
+        import torch
+
+        from models import convnet
+
+        def test_too_big(cnnperf):
+            free, total = torch.cuda.mem_get_info()
+            images = int(total // (3 * 512 * 512 * 4)) * 4  # several times the device's memory
+            cnnperf.train_step(convnet(), batch_size=images, image_size=512)
+
+        def test_fine_afterwards(cnnperf):
+            before = torch.cuda.memory_allocated()
+            cnnperf.train_step(convnet(), batch_size=32, image_size=32)
+            assert torch.cuda.memory_allocated() == before
+        """
+    )
+    for mode in ([], ["--cnnperf-inprocess"]):
+        result = gpu_project.runpytest_subprocess("--cnnperf", "-p", "no:randomly", *mode)
+        result.assert_outcomes(passed=1, failed=1)
+        result.stdout.fnmatch_lines(
+            [
+                "*cnnperf: measuring train_step Sequential bs=* 512x512 opt=sgd on cuda:0 failed: *OutOfMemoryError*"
+            ]
+        )
+
+
+def test_inference_on_cuda(gpu_project: pytest.Pytester) -> None:
+    gpu_project.makepyfile(
+        """
+        def test_infer(cnnperf, model_factory):
+            result = cnnperf.inference(model_factory("resnet18"), batch_size=64, amp="fp16")
+            assert result.config.kind == "inference"
+            assert result.measurement.items_per_second > 0
+        """
+    )
+    gpu_project.runpytest_subprocess("--cnnperf").assert_outcomes(passed=1)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_data_parallel_over_two_gpus_with_nccl(gpu_project: pytest.Pytester) -> None:
+    gpu_project.makepyfile(
+        """
+        from models import convnet
+
+        def test_ddp(cnnperf):
+            result = cnnperf.train_step(convnet(), batch_size=64, image_size=64, world_size=2)
+            assert result.config.world_size == 2
+            assert result.config.batch_size == 128
+            assert 0 < result.measurement.scaling_efficiency
+        """
+    )
+    gpu_project.runpytest_subprocess("--cnnperf").assert_outcomes(passed=1)

@@ -1,0 +1,223 @@
+"""The gate's decisions on synthetic samples: both directions, the machine, memory, strictness."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from pytest_cnnperf import gate
+from pytest_cnnperf.baseline import BaselineEntry
+from pytest_cnnperf.policy import CPU
+from pytest_cnnperf.results import (
+    BenchConfig,
+    DeviceHealth,
+    Environment,
+    Flags,
+    Measurement,
+    MemoryPeak,
+    Sample,
+    Verdict,
+)
+
+ENV = Environment(
+    machine="cpu-test-2t",
+    device="cpu",
+    device_name="Test CPU",
+    driver=None,
+    cuda=None,
+    cudnn=None,
+    torch="2.14.1",
+    torchvision="0.29.1",
+    python="3.11.7",
+    platform="Linux x86_64",
+    cpu="Test CPU",
+    threads=2,
+    interop_threads=2,
+    flags=Flags(None, None, None, "highest", False),
+)
+SETTINGS = gate.GateSettings(
+    CPU.gate, throughput_threshold=0.10, memory_threshold=0.05, strict=False
+)
+STRICT = dataclasses.replace(SETTINGS, strict=True)
+
+
+def times(n: int, center: float, seed: int, spread: float = 0.02) -> list[float]:
+    return list(center * np.exp(np.random.default_rng(seed).normal(0, spread, n)))
+
+
+def baseline(
+    steps: list[float], calibration: float = 1e-3, memory: int = 100 << 20
+) -> BaselineEntry:
+    return BaselineEntry(
+        recorded="2026-11-30T00:00:00Z",
+        config=BenchConfig(kind="train_step", model="m", batch_size=8, image_size=(64, 64)),
+        environment=ENV,
+        items_per_step=8,
+        step_time_s=tuple(steps),
+        calibration_s=tuple([calibration] * len(steps)),
+        peak_allocated_bytes=tuple([memory] * len(steps)),
+    )
+
+
+def measurement(
+    steps: list[float],
+    calibration: float = 1e-3,
+    memory: int = 100 << 20,
+    health: DeviceHealth | None = None,
+) -> Measurement:
+    samples = tuple(
+        Sample(
+            step_time_s=t,
+            step_times_s=(t,),
+            phases={},
+            cold_step_s=t * 3,
+            warmup_steps=5,
+            warmup_steady=True,
+            calibration_s=calibration,
+            memory=MemoryPeak(memory, None, "cpu-profiler"),
+            health=health,
+        )
+        for t in steps
+    )
+    return Measurement(items_per_step=8, samples=samples)
+
+
+BASE = baseline(times(12, 0.040, seed=1))
+
+
+def test_no_baseline_is_new_and_fails_only_in_strict_mode() -> None:
+    m = measurement(times(6, 0.040, seed=2))
+    assert gate.decide(m, ENV, None, SETTINGS).verdict is Verdict.NEW
+    assert not gate.decide(m, ENV, None, SETTINGS).failed
+    assert gate.decide(m, ENV, None, STRICT).failed
+
+
+def test_the_same_speed_is_ok() -> None:
+    decision = gate.decide(measurement(times(6, 0.040, seed=2)), ENV, BASE, SETTINGS)
+    assert decision.verdict is Verdict.OK
+    assert not decision.failed
+    assert decision.throughput is not None
+    assert abs(decision.throughput.change) < 0.05
+
+
+def test_a_large_slowdown_regresses_and_fails() -> None:
+    decision = gate.decide(measurement(times(6, 0.050, seed=2)), ENV, BASE, SETTINGS)
+    assert decision.verdict is Verdict.REGRESSED
+    assert decision.failed
+    assert decision.throughput is not None
+    assert decision.throughput.change == pytest.approx(0.2, abs=0.03)  # 20% fewer images/s
+    assert decision.throughput.p_value is not None
+    assert decision.throughput.p_value < 0.01
+
+
+def test_a_large_speedup_is_an_improvement_and_passes() -> None:
+    decision = gate.decide(measurement(times(6, 0.030, seed=2)), ENV, BASE, SETTINGS)
+    assert decision.verdict is Verdict.IMPROVED
+    assert not decision.failed
+
+
+def test_a_slowdown_below_the_threshold_is_not_a_regression() -> None:
+    decision = gate.decide(measurement(times(6, 0.0416, seed=2)), ENV, BASE, SETTINGS)
+    assert decision.verdict in (Verdict.OK, Verdict.INCONCLUSIVE)
+
+
+def test_noise_larger_than_the_threshold_is_inconclusive_and_fails_in_strict_mode() -> None:
+    noisy = baseline(times(12, 0.040, seed=1, spread=0.3))
+    current = measurement(times(6, 0.040, seed=2, spread=0.3))
+    assert gate.decide(current, ENV, noisy, SETTINGS).verdict is Verdict.INCONCLUSIVE
+    assert not gate.decide(current, ENV, noisy, SETTINGS).failed
+    assert gate.decide(current, ENV, noisy, STRICT).failed
+
+
+def test_a_uniformly_slower_machine_is_allowed_for() -> None:
+    """The machine ran 15% slower (calibration) and so did the benchmark: no regression."""
+    decision = gate.decide(
+        measurement(times(6, 0.046, seed=2), calibration=1.15e-3), ENV, BASE, SETTINGS
+    )
+    assert decision.verdict is Verdict.OK
+    assert decision.throughput is not None
+    assert decision.throughput.raw_change == pytest.approx(0.13, abs=0.03)
+    assert any("15% slower" in note for note in decision.notes)
+
+
+def test_a_regression_on_a_slower_machine_is_still_caught() -> None:
+    decision = gate.decide(
+        measurement(times(6, 0.060, seed=2), calibration=1.15e-3), ENV, BASE, SETTINGS
+    )
+    assert decision.verdict is Verdict.REGRESSED
+
+
+def test_a_loaded_machine_gives_no_verdict() -> None:
+    """Twice as slow, calibration too: how much of it the load explains is unknown."""
+    decision = gate.decide(
+        measurement(times(6, 0.085, seed=2), calibration=2e-3), ENV, BASE, SETTINGS
+    )
+    assert decision.verdict is Verdict.INCONCLUSIVE
+    assert not decision.failed
+    assert any("100% slower" in note and "beyond the 25%" in note for note in decision.notes)
+
+
+def test_a_huge_regression_shows_even_on_a_loaded_machine() -> None:
+    decision = gate.decide(
+        measurement(times(6, 0.400, seed=2), calibration=1.5e-3), ENV, BASE, SETTINGS
+    )
+    assert decision.verdict is Verdict.REGRESSED
+
+
+def test_a_software_change_is_reported_and_not_calibrated_away() -> None:
+    """After a torch upgrade the calibration itself may have changed: no allowance then."""
+    upgraded = dataclasses.replace(ENV, torch="2.15.0")
+    decision = gate.decide(
+        measurement(times(6, 0.046, seed=2), calibration=1.15e-3), upgraded, BASE, SETTINGS
+    )
+    assert decision.environment_changes == ("torch 2.14.1 -> 2.15.0",)
+    assert decision.verdict is not Verdict.OK
+    assert gate.decide(measurement(times(6, 0.040, seed=2)), upgraded, BASE, STRICT).failed
+    assert not gate.decide(measurement(times(6, 0.040, seed=2)), upgraded, BASE, SETTINGS).failed
+
+
+def test_memory_growth_regresses_and_shrinking_improves() -> None:
+    grown = gate.decide(measurement(times(6, 0.040, seed=2), memory=110 << 20), ENV, BASE, SETTINGS)
+    assert grown.verdict is Verdict.REGRESSED
+    assert grown.memory is not None
+    assert grown.memory.change == pytest.approx(0.10)
+    small = gate.decide(measurement(times(6, 0.040, seed=2), memory=80 << 20), ENV, BASE, SETTINGS)
+    assert small.memory is not None
+    assert small.memory.verdict is Verdict.IMPROVED
+
+
+def test_memory_within_slack_is_never_a_regression() -> None:
+    tiny = baseline(times(12, 0.040, seed=1), memory=10_000)
+    decision = gate.decide(measurement(times(6, 0.040, seed=2), memory=20_000), ENV, tiny, SETTINGS)
+    assert decision.memory is not None
+    assert decision.memory.verdict is Verdict.OK
+
+
+def test_an_untrustworthy_gpu_turns_a_regression_inconclusive() -> None:
+    throttled = DeviceHealth(
+        1200,
+        1980,
+        3200,
+        88,
+        650.0,
+        700.0,
+        ("HwThermalSlowdown",),
+        (),
+        ("GPU clocks were throttled (HwThermalSlowdown)",),
+    )
+    decision = gate.decide(
+        measurement(times(6, 0.050, seed=2), health=throttled), ENV, BASE, SETTINGS
+    )
+    assert decision.verdict is Verdict.INCONCLUSIVE
+    assert any("untrustworthy GPU state: GPU clocks were throttled" in n for n in decision.notes)
+
+
+def test_more_samples_are_taken_before_declaring_a_throughput_verdict() -> None:
+    slow = gate.decide(measurement(times(6, 0.050, seed=2)), ENV, BASE, SETTINGS)
+    same = gate.decide(measurement(times(6, 0.040, seed=2)), ENV, BASE, SETTINGS)
+    grown = gate.decide(measurement(times(6, 0.040, seed=2), memory=110 << 20), ENV, BASE, SETTINGS)
+    assert gate.wants_more_samples(slow)
+    assert not gate.wants_more_samples(same)
+    assert not gate.wants_more_samples(grown)

@@ -1,0 +1,208 @@
+"""Samples in fresh processes: each a fork of the pytest process taken before any test ran.
+
+These tests run pytest in a subprocess, because that is the point: a fresh pytest process whose
+torch has started no threads, as in real use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+INI = """
+[pytest]
+cnnperf_samples = 3
+cnnperf_min_time = 0.02
+cnnperf_calibration = false
+cnnperf_sample_timeout = 20
+"""
+
+MODELS = """
+import os
+import time
+
+import torch
+from torch import nn
+
+
+def tiny(num_classes=4):
+    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, num_classes))
+
+
+class Broken(nn.Module):
+    def __init__(self, how):
+        super().__init__()
+        self.how = how
+        self.layer = nn.Linear(3, 2)
+
+    def forward(self, x):
+        if self.how == "raise":
+            raise RuntimeError("boom: the model cannot take this input")
+        if self.how == "exit":
+            os._exit(7)
+        time.sleep(3600)
+"""
+
+
+@pytest.fixture
+def fresh(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeini(INI)
+    pytester.makepyfile(models=MODELS)
+    return pytester
+
+
+def test_every_sample_is_a_fresh_process(fresh: pytest.Pytester) -> None:
+    fresh.makepyfile(
+        test_bench="""
+        import os
+
+        from models import tiny
+
+        def test_pids(cnnperf, tmp_path_factory):
+            with open(os.environ["PIDS_FILE"], "a") as pids:
+                pids.write(f"{os.getpid()}\\n")
+            result = cnnperf.train_step(tiny(), batch_size=2, image_size=8)
+            assert not result.measurement.in_process
+            assert len(result.measurement.samples) == 3
+        """
+    )
+    pids = fresh.path / "pids.txt"
+    os.environ["PIDS_FILE"] = str(pids)
+    try:
+        result = fresh.runpytest_subprocess("--cnnperf", "--cnnperf-json=results.json")
+    finally:
+        del os.environ["PIDS_FILE"]
+    result.assert_outcomes(passed=1)
+    seen = pids.read_text().split()
+    assert len(seen) == 4  # the pytest process, then one process per sample
+    assert len(set(seen)) == 4
+    data = json.loads((fresh.path / "results.json").read_text())
+    assert data["schema"] == "pytest-cnnperf/results"
+    (only,) = data["results"]
+    assert [s["in_process"] for s in only["measurement"]["samples"]] == [False, False, False]
+
+
+def test_a_failing_benchmark_fails_only_its_own_test(fresh: pytest.Pytester) -> None:
+    fresh.makepyfile(
+        test_bench="""
+        import torch
+
+        from models import Broken, tiny
+
+        def test_raises(cnnperf):
+            cnnperf.train_step(Broken("raise"), batch_size=2, image_size=8, num_classes=2)
+
+        def test_exits(cnnperf):
+            cnnperf.train_step(Broken("exit"), batch_size=2, image_size=8, num_classes=2)
+
+        def test_hangs(cnnperf):
+            cnnperf.train_step(Broken("hang"), batch_size=2, image_size=8, num_classes=2)
+
+        def test_fine_afterwards(cnnperf):
+            threads = torch.get_num_threads()
+            cnnperf.train_step(tiny(), batch_size=2, image_size=8)
+            assert torch.get_num_threads() == threads
+        """
+    )
+    result = fresh.runpytest_subprocess("--cnnperf", "-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*cnnperf: measuring train_step Broken bs=2 8x8 opt=sgd on cpu failed: RuntimeError: boom: the model cannot take this input (raised at models.py:20 in forward)",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*cnnperf: measuring train_step Broken bs=2 8x8 opt=sgd on cpu failed: the sample process exited with status 7 without a report*"
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*cnnperf: measuring train_step Broken bs=2 8x8 opt=sgd on cpu failed: the sample process took longer than 20 s and was killed"
+        ]
+    )
+    assert not [
+        line
+        for line in result.outlines
+        if line.startswith("FAILED") and "test_fine_afterwards" in line
+    ]
+
+
+def test_a_test_that_measures_differently_each_run_is_caught(fresh: pytest.Pytester) -> None:
+    fresh.makepyfile(
+        test_bench="""
+        import random
+
+        from models import tiny
+
+        def test_random(cnnperf):
+            cnnperf.train_step(tiny(), batch_size=random.choice([2, 3, 4, 5, 6, 7, 8, 9]), image_size=8)
+        """
+    )
+    result = fresh.runpytest_subprocess("--cnnperf", "-p", "no:randomly")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*the test asked for 'train_step Sequential bs=* 8x8 opt=sgd' where the pytest process measured 'train_step Sequential bs=* 8x8 opt=sgd'; a benchmark test must make the same calls in every run"
+        ]
+    )
+
+
+def test_torch_work_before_the_session_falls_back_to_in_process_samples(
+    fresh: pytest.Pytester,
+) -> None:
+    """A conftest that runs torch ops at import starts torch's thread pool, which a forked
+    process cannot use: the plugin notices, says so, and measures in-process."""
+    fresh.makeconftest(
+        """
+        import torch
+
+        torch.set_num_threads(2)
+        (torch.ones(1 << 20) * 2).sum()
+        """
+    )
+    fresh.makepyfile(
+        test_bench="""
+        from models import tiny
+
+        def test_bench(cnnperf):
+            assert cnnperf.train_step(tiny(), batch_size=2, image_size=8).measurement.in_process
+        """
+    )
+    result = fresh.runpytest_subprocess("--cnnperf")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "warning: samples were taken inside the pytest process because a forked process hung in "
+            "torch's thread pool: the pytest process ran torch operations before the session started "
+            "(for example at import time in a conftest.py)*"
+        ]
+    )
+
+
+def test_zoo_runs_with_small_settings(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    pytester.makeini(INI)
+    result = pytester.runpytest_subprocess(
+        "--cnnperf",
+        "--pyargs",
+        "pytest_cnnperf.zoo",
+        "--cnnperf-zoo-models=mobilenet_v2,resnet18",
+        "--cnnperf-zoo-batch-size=2",
+        "--cnnperf-zoo-image-size=32",
+        "--cnnperf-zoo-amp=off,bf16",
+        "-v",
+    )
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_train[[]mobilenet_v2[]] PASSED*",
+            "*test_train[[]mobilenet_v2-bf16[]] PASSED*",
+            "*test_train[[]resnet18[]] PASSED*",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        ["new*test_train[[]resnet18-bf16[]]*train_step resnet18 bs=2 32x32 amp=bf16 opt=sgd*"]
+    )
