@@ -169,14 +169,18 @@ def test_resident_bytes_count_weights_gradients_and_optimizer_state() -> None:
 def test_torch_state_is_restored_after_a_failing_benchmark() -> None:
     threads = torch.get_num_threads()
     rng = torch.get_rng_state()
-    with pytest.raises(RuntimeError, match="out of memory"), torchstate.preserved():
-        torch.backends.cudnn.benchmark = not torch.backends.cudnn.benchmark
-        torch.set_num_threads(1)
-        torch.use_deterministic_algorithms(True)
-        torch.set_float32_matmul_precision("medium")
-        torch.set_grad_enabled(False)
-        torch.randn(100)
-        raise RuntimeError("CUDA out of memory (simulated)")
+    def failing_benchmark() -> None:
+        with torchstate.preserved():
+            torch.backends.cudnn.benchmark = not torch.backends.cudnn.benchmark
+            torch.set_num_threads(1)
+            torch.use_deterministic_algorithms(True)
+            torch.set_float32_matmul_precision("medium")
+            torch.set_grad_enabled(False)
+            torch.randn(100)
+            raise RuntimeError("CUDA out of memory (simulated)")
+
+    with pytest.raises(RuntimeError, match="out of memory"):
+        failing_benchmark()
     assert torch.get_num_threads() == threads
     assert torch.equal(torch.get_rng_state(), rng)
     assert not torch.are_deterministic_algorithms_enabled()
