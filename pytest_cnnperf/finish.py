@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .baseline import BaselineFileError, SaveOutcome
 from .state import SessionState
+
+if TYPE_CHECKING:
+    from .reports.benchmark_json import Info
 
 
 @dataclass
@@ -14,6 +18,8 @@ class FinishReport:
     #: (file, test name) of entries whose test no longer exists
     stale: list[tuple[str, str]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    #: the report files written (``--cnnperf-json`` and the others), one line each
+    reports: list[str] = field(default_factory=list)
 
 
 def stale_tests(state: SessionState, machine: str, module: str) -> list[str]:
@@ -46,9 +52,17 @@ def save_baselines(state: SessionState) -> FinishReport:
     return report
 
 
-def write_reports(state: SessionState) -> None:
-    paths = state.config.reports
-    if paths.json:
-        from .reports import json_report
+def write_reports(state: SessionState, benchmark_info: Info | None = None) -> None:
+    """Write the reports the options ask for, and the Markdown summary to
+    ``$GITHUB_STEP_SUMMARY`` when that is set. A report that cannot be written becomes an error
+    line of the terminal summary (never a traceback) and does not stop the others.
+    ``benchmark_info`` gives pytest-benchmark's machine and commit information."""
+    from .reports import outputs
 
-        json_report.write(paths.json, state.results, state.machine)
+    if state.finish is None:
+        state.finish = FinishReport()
+    written, errors = outputs.write_all(
+        state.config.reports, state.results, state.machine, benchmark_info
+    )
+    state.finish.reports += written
+    state.finish.errors += errors

@@ -7,7 +7,7 @@ view. Hooks are grouped by the phase of a session they belong to.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -337,6 +337,39 @@ def _require_state(config: pytest.Config) -> SessionState:
 # ---- reporting and the end of the session ----
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Add the figures of the benchmarks this test measured to its ``user_properties``
+    (``--junitxml`` writes them as properties), before its report is made."""
+    state = _state(item.config)
+    if state is None or state.job is not None:
+        return (yield)
+    before = len(state.results)
+    try:
+        return (yield)
+    finally:
+        from .reports import junit
+
+        item.user_properties.extend(junit.all_properties(state.results[before:]))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """With ``-v``, each benchmark's verdict and headline figures under its test's line."""
+    state = _state(item.config)
+    reporter = item.config.pluginmanager.get_plugin("terminalreporter")
+    if state is None or state.job is not None or reporter is None:
+        return (yield)
+    if item.config.get_verbosity() < 1:
+        return (yield)
+    before = len(state.results)
+    outcome = yield
+    from .reports import terminal
+
+    terminal.headlines(reporter, state.results[before:])
+    return outcome
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     state = _state(terminalreporter.config)
     if state is None:
@@ -359,7 +392,23 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     from . import finish
 
     finish.save_baselines(state)
-    finish.write_reports(state)
+    finish.write_reports(state, _benchmark_info(session.config))
+
+
+def _benchmark_info(config: pytest.Config) -> Callable[[], tuple[Any, Any]] | None:
+    """pytest-benchmark's machine and commit information through its hooks (so a project's
+    overrides apply), when its plugin is active."""
+    if not config.pluginmanager.hasplugin("benchmark"):
+        return None
+
+    def info() -> tuple[Any, Any]:
+        hook = config.hook
+        return (
+            hook.pytest_benchmark_generate_machine_info(config=config),
+            hook.pytest_benchmark_generate_commit_info(config=config),
+        )
+
+    return info
 
 
 def _is_xdist_worker(config: pytest.Config) -> bool:

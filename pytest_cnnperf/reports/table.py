@@ -1,48 +1,129 @@
-"""The rows every tabular report shows, computed once from the results."""
+"""The rows every tabular report shows (terminal, Markdown, ``cnnperf show``), computed once."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .. import units
-from ..results import BenchmarkResult, Environment
+from ..results import BenchConfig, BenchmarkResult, Comparison, Environment, Verdict
+
+#: the order verdicts are counted in, worst first
+VERDICT_ORDER = (
+    Verdict.REGRESSED,
+    Verdict.ERROR,
+    Verdict.INCONCLUSIVE,
+    Verdict.IMPROVED,
+    Verdict.NEW,
+    Verdict.OK,
+    Verdict.SAVED,
+)
 
 
 @dataclass(frozen=True)
 class Row:
+    """One benchmark's figures as text; ``-`` where there is nothing to show."""
+
     verdict: str
     test: str
     benchmark: str
     throughput: str
+    baseline_throughput: str
     throughput_change: str
+    memory: str
+    baseline_memory: str
+    memory_change: str
     step: str
     phases: str
-    memory: str
-    memory_change: str
-    note: str
+    notes: tuple[str, ...] = ()
 
 
-HEADERS = Row(
-    verdict="verdict",
-    test="test",
-    benchmark="benchmark",
-    throughput="throughput",
-    throughput_change="vs base",
-    step="step",
-    phases="fwd / bwd / opt",
-    memory="peak mem",
-    memory_change="vs base",
-    note="",
+@dataclass(frozen=True)
+class Column:
+    field: str
+    header: str
+    #: a figure, aligned on the right
+    figure: bool = False
+
+
+COLUMNS = (
+    Column("verdict", "verdict"),
+    Column("test", "test"),
+    Column("benchmark", "benchmark"),
+    Column("throughput", "throughput", figure=True),
+    Column("baseline_throughput", "baseline", figure=True),
+    Column("throughput_change", "change", figure=True),
+    Column("memory", "peak mem", figure=True),
+    Column("baseline_memory", "baseline", figure=True),
+    Column("memory_change", "change", figure=True),
 )
+#: shown with ``-v`` and in ``cnnperf show``
+DETAIL_COLUMNS = (
+    Column("step", "step", figure=True),
+    Column("phases", "fwd / bwd / opt", figure=True),
+)
+#: columns left out when no row has anything in them (a --cnnperf-save run has no baseline)
+OPTIONAL = frozenset(
+    {
+        "baseline_throughput",
+        "throughput_change",
+        "memory",
+        "baseline_memory",
+        "memory_change",
+        "phases",
+    }
+)
+
+
+#: what the throughput change is, for a reader who checks it against the two figures
+CHANGE_LEGEND = (
+    "change: the gate's estimate of the throughput change over all samples (positive: faster), "
+    "allowing for the machine's speed where a note says so"
+)
+
+
+def short_key(config: BenchConfig) -> str:
+    """The configuration key without what goes without saying: ``resnet18 bs=8 64x64``
+    for ``train_step resnet18 bs=8 64x64 opt=sgd``."""
+    key = dataclasses.replace(
+        config, optimizer=None if config.optimizer == "sgd" else config.optimizer
+    ).key()
+    return key.removeprefix("train_step ")
+
+
+def short_test(test_id: str) -> str:
+    """``tests/test_models.py::test_a[x]`` -> ``test_a[x]``."""
+    return test_id.split("::", 1)[-1]
+
+
+def baseline_rate(result: BenchmarkResult) -> float | None:
+    """The baseline's throughput in items per second, as the gate compared it."""
+    m, c = result.measurement, result.decision.throughput
+    if m is None or c is None or not c.current:
+        return None
+    # the comparison's rates are per step; their ratio carries over to items
+    return m.items_per_second * c.baseline / c.current
+
+
+def gain(comparison: Comparison) -> str:
+    """A throughput comparison's change with faster positive: ``+4.2%``."""
+    return units.change(0.0 - comparison.change)
 
 
 def row(result: BenchmarkResult) -> Row:
     m, d = result.measurement, result.decision
-    test = result.test_id.split("::", 1)[-1]
+    test = short_test(result.test_id)
+    benchmark = short_key(result.config)
     if m is None:
+        empty = dict.fromkeys([f.name for f in dataclasses.fields(Row)][3:-1], "-")
         return Row(
-            str(d.verdict), test, result.key, "-", "-", "-", "-", "-", "-", result.error or ""
+            str(d.verdict),
+            test,
+            benchmark,
+            **empty,
+            notes=(result.error,) if result.error else (),
         )
     spread = m.step
     throughput = units.rate(m.items_per_second, m.unit)
@@ -53,19 +134,53 @@ def row(result: BenchmarkResult) -> Row:
         " / ".join(f"{p.median * 1e3:.1f}" for p in phases if p) + " ms" if all(phases) else "-"
     )
     notes = [f"environment changed: {c}" for c in d.environment_changes]
-    notes += [n for n in d.notes if n != "no baseline"]
+    notes.extend(n for n in d.notes if n != "no baseline")
     return Row(
         verdict=str(d.verdict),
         test=test,
-        benchmark=result.key,
+        benchmark=benchmark,
         throughput=throughput,
-        throughput_change=units.change(-d.throughput.change) if d.throughput else "-",
+        baseline_throughput=units.rate(baseline_rate(result), m.unit),
+        throughput_change=gain(d.throughput) if d.throughput else "-",
+        memory=units.nbytes(m.peak_allocated_bytes),
+        baseline_memory=units.nbytes(d.memory.baseline) if d.memory else "-",
+        memory_change=units.change(d.memory.change) if d.memory else "-",
         step=units.seconds(m.step_time_s),
         phases=phase_text,
-        memory=units.nbytes(m.peak_allocated_bytes),
-        memory_change=units.change(d.memory.change) if d.memory else "-",
-        note="; ".join(notes),
+        notes=tuple(notes),
     )
+
+
+def visible(rows: Sequence[Row], columns: Sequence[Column]) -> list[Column]:
+    """The columns worth showing: optional ones only where some row has a figure."""
+    return [
+        c
+        for c in columns
+        if c.field not in OPTIONAL or any(getattr(r, c.field) != "-" for r in rows)
+    ]
+
+
+def cells(rows: Sequence[Row], columns: Sequence[Column]) -> list[list[str]]:
+    return [[getattr(r, c.field) for c in columns] for r in rows]
+
+
+def counts(results: Sequence[BenchmarkResult]) -> list[tuple[Verdict, int]]:
+    """How many benchmarks got each verdict, worst first, leaving out the absent ones."""
+    tally = Counter(r.decision.verdict for r in results)
+    return [(v, tally[v]) for v in VERDICT_ORDER if tally[v]]
+
+
+def summary(results: Sequence[BenchmarkResult]) -> str:
+    """``7 benchmarks: 1 regressed (test_train[vgg16]), 1 inconclusive, 5 ok``."""
+    parts = []
+    for verdict, count in counts(results):
+        part = f"{count} {verdict}"
+        if verdict in (Verdict.REGRESSED, Verdict.ERROR):
+            named = [short_test(r.test_id) for r in results if r.decision.verdict is verdict]
+            part += f" ({', '.join(named)})"
+        parts.append(part)
+    total = len(results)
+    return f"{total} benchmark{'' if total == 1 else 's'}: " + ", ".join(parts)
 
 
 def environments(results: Sequence[BenchmarkResult]) -> list[Environment]:

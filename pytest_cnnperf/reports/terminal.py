@@ -1,26 +1,56 @@
-"""The table at the end of a pytest session."""
+"""The terminal at the end of a session, and each benchmark's headline with ``-v``."""
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pytest
 
-from ..state import SessionState
-from . import table
+from .. import explain
+from ..results import BenchmarkResult, Verdict
+from . import table, text
+
+if TYPE_CHECKING:
+    from ..state import SessionState
+
+#: verdicts and the markup the terminal shows them in
+MARKUP = {
+    Verdict.REGRESSED: {"red": True, "bold": True},
+    Verdict.ERROR: {"red": True, "bold": True},
+    Verdict.INCONCLUSIVE: {"yellow": True},
+    Verdict.IMPROVED: {"green": True},
+}
 
 
-def _render(rows: list[table.Row]) -> list[str]:
-    columns = [f.name for f in dataclasses.fields(table.Row) if f.name != "note"]
-    cells = [[getattr(r, c) for c in columns] for r in [table.HEADERS, *rows]]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
-    lines = []
-    for r, line in zip([table.HEADERS, *rows], cells, strict=True):
-        text = "  ".join(
-            cell.ljust(width) for cell, width in zip(line, widths, strict=True)
-        ).rstrip()
-        lines.append(text + (f"  ({r.note})" if r.note else ""))
-    return lines
+def styled_lines(
+    results: Sequence[BenchmarkResult], verbose: bool = False
+) -> list[tuple[str, Verdict | None]]:
+    """The verdict counts, the table of every benchmark, its notes and the environments; each
+    line with the verdict whose colour it takes (``None``: plain)."""
+    rows = [table.row(r) for r in results]
+    columns = table.visible(rows, [*table.COLUMNS, *(table.DETAIL_COLUMNS if verbose else ())])
+    right = [i for i, c in enumerate(columns) if c.figure]
+    header, *body = text.columns([c.header for c in columns], table.cells(rows, columns), right)
+    worst = table.counts(results)[0][0] if results else None
+    out: list[tuple[str, Verdict | None]] = [(table.summary(results), worst), ("", None)]
+    out.append((header, None))
+    out += [(line, r.decision.verdict) for line, r in zip(body, results, strict=True)]
+    notes = [f"note: {r.test}: {note}" for r in rows for note in r.notes]
+    if any(r.decision.throughput for r in results):
+        notes.insert(0, table.CHANGE_LEGEND)
+    if notes:
+        out += [("", None), *[(n, None) for n in notes]]
+    out.append(("", None))
+    out += [
+        (f"environment: {env.describe()} ({env.machine})", None)
+        for env in table.environments(results)
+    ]
+    return out
+
+
+def lines(results: Sequence[BenchmarkResult], verbose: bool = False) -> list[str]:
+    return [line for line, _ in styled_lines(results, verbose)]
 
 
 def summary(reporter: pytest.TerminalReporter, state: SessionState) -> None:
@@ -30,10 +60,9 @@ def summary(reporter: pytest.TerminalReporter, state: SessionState) -> None:
         return
     reporter.write_sep("=", "cnnperf")
     if results:
-        for line in _render([table.row(r) for r in results]):
-            reporter.write_line(line)
-        for env in table.environments(results):
-            reporter.write_line(f"{env.machine}: {env.describe()}")
+        verbose = reporter.config.get_verbosity() > 0
+        for line, verdict in styled_lines(results, verbose):
+            reporter.write_line(line, **(MARKUP.get(verdict, {}) if verdict else {}))
     if finish:
         for outcome in finish.saved:
             removed = f", removed {len(outcome.removed)} stale test(s)" if outcome.removed else ""
@@ -46,7 +75,16 @@ def summary(reporter: pytest.TerminalReporter, state: SessionState) -> None:
             )
             for path, test in finish.stale:
                 reporter.write_line(f"  {test} in {path}")
+        for written in finish.reports:
+            reporter.write_line(written)
         for error in finish.errors:
             reporter.write_line(f"error: {error}", red=True)
     for warning in state.warnings:
         reporter.write_line(f"warning: {warning}", yellow=True)
+
+
+def headlines(reporter: pytest.TerminalReporter, results: Sequence[BenchmarkResult]) -> None:
+    """With ``-v``: under a test's line, each benchmark's verdict and main figures."""
+    for result in results:
+        line = f"    {table.short_key(result.config)}: {explain.headline(result)}"
+        reporter.write("\n" + line, **MARKUP.get(result.decision.verdict, {}))

@@ -1,0 +1,340 @@
+"""The ``cnnperf`` command: results and baselines outside pytest.
+
+``compare`` two runs, ``show`` one file, tabulate ``modes``, project ``epoch`` times, ``plot`` a
+results file and list the ``models`` that ``model_factory`` builds. Exit status: 0; 1 when
+``compare --fail-on-regression`` found a regression; 2 for a usage error or a file that cannot
+be used, with a one-line message naming the file and the problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from . import config as options
+from . import units
+from .reports.records import FileProblem, Loaded, Record, baselines_of, load, match
+from .results import Verdict
+
+EXIT_OK, EXIT_REGRESSED, EXIT_USAGE = 0, 1, 2
+
+
+class Problem(Exception):
+    """Something the command cannot do with what it was given; exit status 2."""
+
+
+def _fraction(text: str) -> float:
+    try:
+        return options.parse_fraction(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+FAIL_ON = "--fail-on-regression"
+
+
+def _fail_on(text: str) -> bool | float:
+    return True if text == "" else _fraction(text)
+
+
+def _with_bare_flags(argv: Sequence[str]) -> list[str]:
+    """``--fail-on-regression`` takes its threshold after ``=`` or as the next word when that is
+    a threshold; otherwise it stands alone (so ``--fail-on-regression OLD NEW`` works)."""
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        if arg == FAIL_ON:
+            following = argv[i + 1] if i + 1 < len(argv) else ""
+            try:
+                options.parse_fraction(following)
+            except ValueError:
+                arg += "="
+        out.append(arg)
+    return out
+
+
+def _images(text: str) -> int:
+    cleaned = text.strip().replace("_", "").replace(",", "")
+    if cleaned.isdigit() and int(cleaned) > 0:
+        return int(cleaned)
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is not a number of images; use a positive whole number such as 1281167 "
+        "(ImageNet-1k's training set, the default) or 50000"
+    )
+
+
+def parser() -> argparse.ArgumentParser:
+    from .reports.epoch import IMAGENET_1K
+    from .reports.modes import REFERENCE_FORMS
+
+    main = argparse.ArgumentParser(
+        prog="cnnperf",
+        description="Read pytest-cnnperf results (--cnnperf-json) and baseline files.",
+    )
+    commands = main.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    compare = commands.add_parser(
+        "compare",
+        usage="cnnperf compare [-h] [--threshold PCT] [--fail-on-regression[=PCT]] OLD NEW",
+        help="Compare two runs benchmark by benchmark",
+        description="Match the benchmarks of two results or baseline files by test and "
+        "configuration, and show both throughputs, the speedup, both peak memories and the "
+        "change, with the two environments side by side.",
+    )
+    compare.add_argument("old", metavar="OLD", type=Path, help="Results or baseline file")
+    compare.add_argument("new", metavar="NEW", type=Path, help="Results or baseline file")
+    compare.add_argument(
+        "--threshold",
+        metavar="PCT",
+        type=_fraction,
+        help="Throughput loss that counts as a regression, e.g. 10%%. Default: 5%% on CUDA, "
+        "10%% on the CPU",
+    )
+    compare.add_argument(
+        "--fail-on-regression",
+        metavar="PCT",
+        default=False,
+        type=_fail_on,
+        help="Exit with status 1 when a benchmark regressed (slower beyond the threshold, "
+        "significantly, or more peak memory); --fail-on-regression=PCT also sets the threshold",
+    )
+
+    show = commands.add_parser(
+        "show",
+        help="Show one results or baseline file",
+        description="Show the benchmarks of a results file (--cnnperf-json) or a baseline file.",
+    )
+    show.add_argument("file", metavar="FILE", type=Path, help="Results or baseline file")
+    show.add_argument(
+        "--markdown",
+        action="store_true",
+        help="Print a results file as the Markdown summary (--cnnperf-markdown), e.g. for a "
+        "pull-request comment from a stored artifact",
+    )
+
+    mode_table = commands.add_parser(
+        "modes",
+        help="Step time per cuDNN mode, precision or memory format, and speedups",
+        description="For a run over several cuDNN modes, AMP dtypes or memory formats: each "
+        "benchmark's step time per mode and its speedup against a reference mode.",
+    )
+    mode_table.add_argument("file", metavar="FILE", type=Path, help="Results or baseline file")
+    mode_table.add_argument(
+        "--reference",
+        metavar="MODE",
+        help=f"The mode speedups are measured against: {REFERENCE_FORMS}. Default: cuDNN off, "
+        "fp32 and contiguous where the run has them",
+    )
+
+    epoch = commands.add_parser(
+        "epoch",
+        help="Time per epoch at the measured throughput",
+        description="Project the time of one epoch from each benchmark's measured throughput.",
+    )
+    epoch.add_argument("file", metavar="FILE", type=Path, help="Results or baseline file")
+    epoch.add_argument(
+        "--images",
+        metavar="N",
+        type=_images,
+        default=IMAGENET_1K,
+        help=f"Images per epoch. Default: {IMAGENET_1K} (ImageNet-1k's training set)",
+    )
+
+    plot = commands.add_parser(
+        "plot",
+        help="Draw a results file as a PNG or SVG (needs matplotlib)",
+        description="Draw throughput and peak memory of a results file against its baselines, "
+        "and the speedup of each mode where the run covers several.",
+    )
+    plot.add_argument("file", metavar="FILE", type=Path, help="Results file (--cnnperf-json)")
+    plot.add_argument(
+        "-o", "--output", metavar="PATH", type=Path, required=True, help="A .png or .svg file"
+    )
+    plot.add_argument(
+        "--against",
+        metavar="OLD",
+        type=Path,
+        help="Results or baseline file to draw as the baseline. Default: the baseline files "
+        "the run was gated against, where they can be read",
+    )
+    plot.add_argument("--reference", metavar="MODE", help="Reference mode of the speedup chart")
+
+    commands.add_parser(
+        "models",
+        help="List the models model_factory builds, with their default input sizes",
+        description="torchvision's classification models by name, with the image size "
+        "train_step uses when none is given. Models a project registers in its conftest.py are "
+        "not listed.",
+    )
+    return main
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    args = parser().parse_args(_with_bare_flags(sys.argv[1:] if argv is None else argv))
+    stream = out or sys.stdout
+    try:
+        lines, status = _run(args)
+    except Problem as exc:
+        print(f"cnnperf {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    stream.write("\n".join(lines) + "\n")
+    return status
+
+
+def _run(args: argparse.Namespace) -> tuple[list[str], int]:
+    command: str = args.command
+    if command == "compare":
+        return _compare(args.old, args.new, args.threshold, args.fail_on_regression)
+    if command == "show":
+        return _show(args.file, args.markdown), EXIT_OK
+    if command == "modes":
+        return _modes(args.file, args.reference), EXIT_OK
+    if command == "epoch":
+        return _epoch(args.file, args.images), EXIT_OK
+    if command == "plot":
+        return _plot(args.file, args.output, args.against, args.reference), EXIT_OK
+    return _models(), EXIT_OK
+
+
+def _load(path: Path, need_records: bool = True) -> Loaded:
+    try:
+        loaded = load(path)
+    except FileProblem as exc:
+        raise Problem(str(exc)) from None
+    if need_records and not loaded.records:
+        raise Problem(f"{path}: it holds no measured benchmark")
+    return loaded
+
+
+def _compare(
+    old_path: Path, new_path: Path, threshold: float | None, fail: bool | float
+) -> tuple[list[str], int]:
+    from .reports import compare
+
+    if isinstance(fail, float):
+        if threshold is not None and fail != threshold:
+            raise Problem(
+                f"--threshold={units.percent(threshold)} and "
+                f"--fail-on-regression={units.percent(fail)} disagree; give the threshold once"
+            )
+        threshold = fail
+    old, new = _load(old_path), _load(new_path)
+    settings = compare.settings_for(new.records, threshold)
+    pairs, matching = compare.compare(old.records, new.records, settings)
+    if not pairs:
+        raise Problem(
+            f"{old_path} and {new_path} share no benchmark (matched by test and configuration): "
+            f"OLD has {_examples(old.records)}, NEW has {_examples(new.records)}; compare runs "
+            "of the same tests"
+        )
+    lines = compare.lines(old, new, pairs, matching, settings)
+    regressed = any(p.verdict is Verdict.REGRESSED for p in pairs)
+    return lines, EXIT_REGRESSED if fail is not False and regressed else EXIT_OK
+
+
+def _examples(records: Sequence[Record]) -> str:
+    named = [f"{r.test} [{r.key}]" for r in records]
+    more = f" and {len(named) - 2} more" if len(named) > 2 else ""
+    return ", ".join(named[:2]) + more
+
+
+def _show(path: Path, as_markdown: bool = False) -> list[str]:
+    from .reports import baseline_view, markdown, terminal
+
+    loaded = _load(path, need_records=False)
+    if loaded.kind == "results":
+        if not loaded.results:
+            raise Problem(f"{path}: it holds no benchmark results")
+        if as_markdown:
+            return markdown.render(loaded.results).splitlines()
+        head = f"{path}: results of {loaded.machine or 'an unknown machine'}, {loaded.created}"
+        return [head, "", *terminal.lines(loaded.results, verbose=True)]
+    if not loaded.records:
+        raise Problem(f"{path}: it holds no baseline entries")
+    if as_markdown:
+        raise Problem(
+            f"{path}: it is a baseline file; --markdown shows a results file (--cnnperf-json)"
+        )
+    return [f"{path}: baselines of {loaded.machine}", "", *baseline_view.lines(loaded.records)]
+
+
+def _modes(path: Path, reference: str | None) -> list[str]:
+    from .reports import modes
+
+    loaded = _load(path)
+    try:
+        table = modes.build(loaded.records, reference)
+    except modes.BadReference as exc:
+        raise Problem(f"{path}: {exc}") from None
+    if table is None:
+        raise Problem(
+            f"{path}: every benchmark in it ran in the same mode; a mode table needs a run "
+            "over several cuDNN modes (--cudnn=off,on), AMP dtypes (--cnnperf-zoo-amp=off,bf16) "
+            "or memory formats (--cnnperf-zoo-memory-format=contiguous,channels_last)"
+        )
+    return modes.lines(table)
+
+
+def _epoch(path: Path, images: int) -> list[str]:
+    from .reports import epoch
+
+    dataset = "ImageNet-1k's training set" if images == epoch.IMAGENET_1K else None
+    return epoch.lines(_load(path).records, images, dataset)
+
+
+def _plot_baselines(loaded: Loaded, against: Path | None) -> dict[tuple[str, str], Record]:
+    """The baseline record of each benchmark: from ``against``, else from the baseline files
+    the run was gated against (their paths as recorded, from here or the results file's folder)."""
+    if against is None:
+        return baselines_of(loaded.results, (Path(), loaded.path.parent))
+    pairs = match(_load(against).records, loaded.records).pairs
+    return {(new.test_id, new.key): old for old, new in pairs}
+
+
+def _plot(path: Path, output: Path, against: Path | None, reference: str | None) -> list[str]:
+    from .reports import modes, plot
+
+    try:
+        plot.check_path(output)
+    except plot.PlotError as exc:
+        raise Problem(f"{output}: {exc}") from None
+    loaded = _load(path)
+    if loaded.kind != "results":
+        raise Problem(
+            f"{path}: it is a baseline file; plot draws a results file (--cnnperf-json), "
+            "and draws a baseline file given with --against as its baseline"
+        )
+    baselines = _plot_baselines(loaded, against)
+    try:
+        picture = plot.picture(
+            loaded.results, baselines, title=f"cnnperf: {path.name}", reference=reference
+        )
+        plot.draw(picture, output)
+    except plot.PlotError as exc:
+        raise Problem(f"{output}: {exc}") from None
+    except modes.BadReference as exc:
+        raise Problem(f"{path}: {exc}") from None
+    return [f"wrote {output}"]
+
+
+def _models() -> list[str]:
+    from .models import ModelRegistry
+    from .reports import text
+
+    registry = ModelRegistry()
+    rows = []
+    for name in registry.names():
+        height, width = registry.spec(name).image_size
+        rows.append([name, f"{height}x{width}"])
+    return [
+        *text.columns(["model", "input"], rows),
+        "",
+        f"{len(rows)} models from torchvision, built with random weights (nothing is "
+        "downloaded); a project adds its own with the pytest_cnnperf_register_models hook",
+    ]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

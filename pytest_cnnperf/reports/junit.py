@@ -1,0 +1,57 @@
+"""Each benchmark's figures as test properties, which ``--junitxml`` writes as ``<property>``.
+
+A test contributes one group of properties per benchmark it measured, each group opening with
+``cnnperf.benchmark`` (its configuration key).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .. import explain, units
+from ..results import BenchmarkResult
+from . import table
+
+PREFIX = "cnnperf."
+
+
+def _number(value: float) -> str:
+    return f"{value:.6g}"
+
+
+def properties(result: BenchmarkResult) -> list[tuple[str, str]]:
+    """``(name, value)`` pairs of one benchmark, in reading order."""
+    d, m = result.decision, result.measurement
+    props = [
+        ("benchmark", result.key),
+        ("verdict", str(d.verdict)),
+        ("headline", explain.headline(result)),
+    ]
+    if m is not None:
+        props += [
+            ("throughput", f"{_number(m.items_per_second)} {m.unit}/s"),
+            ("step_time_s", _number(m.step_time_s)),
+            ("samples", str(len(m.samples))),
+        ]
+        base = table.baseline_rate(result)
+        if base is not None and d.throughput is not None:
+            props += [
+                ("baseline_throughput", f"{_number(base)} {m.unit}/s"),
+                ("throughput_change", table.gain(d.throughput)),
+            ]
+        if m.peak_allocated_bytes is not None:
+            props.append(("peak_memory_bytes", str(m.peak_allocated_bytes)))
+        if d.memory is not None:
+            props += [
+                ("baseline_peak_memory_bytes", str(int(d.memory.baseline))),
+                ("memory_change", units.change(d.memory.change)),
+            ]
+    if d.baseline_file:
+        props.append(("baseline_file", d.baseline_file))
+    if result.error:
+        props.append(("error", result.error))
+    return [(PREFIX + name, value) for name, value in props]
+
+
+def all_properties(results: Sequence[BenchmarkResult]) -> list[tuple[str, str]]:
+    return [prop for result in results for prop in properties(result)]

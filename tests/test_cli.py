@@ -1,0 +1,523 @@
+"""The ``cnnperf`` command on results and baseline files from real runs (tests/data): every
+subcommand, its exit status and its messages. Files that cannot be used exit 2 with one line
+naming the file and the problem, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_cnnperf.cli import main
+
+DATA = Path(__file__).parent / "data"
+SAVE = DATA / "zoo-save.json"
+BASELINE = DATA / "baselines" / "cpu-amd-epyc-2t" / "pytest_cnnperf" / "zoo" / "test_zoo.json"
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
+    status = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def edited(tmp_path: Path, name: str, change: Any, source: Path = SAVE) -> Path:
+    """A copy of a results file with ``change(result)`` applied to each result's data."""
+    data = json.loads(source.read_text())
+    for result in data["results"]:
+        change(result)
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+def slower(factor: float) -> Any:
+    def change(result: dict[str, Any]) -> None:
+        for sample in result["measurement"]["samples"]:
+            sample["step_time_s"] *= factor
+
+    return change
+
+
+def upgraded(result: dict[str, Any]) -> None:
+    result["environment"]["torch"] = "2.15.0"
+
+
+# ---- compare ----
+
+
+def test_compare_matches_benchmarks_and_shows_both_figures(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    new = edited(tmp_path, "new.json", slower(1 / 1.25))
+    status, out, _ = run(capsys, "compare", SAVE, new)
+    assert status == 0
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("test "))
+    assert lines[header].split() == [
+        "test", "benchmark", "old", "new", "speedup", "old", "mem", "new", "mem", "change",
+        "verdict",
+    ]  # fmt: skip
+    row = lines[header + 1].split()
+    assert row[:4] == ["test_train[resnet18]", "resnet18", "bs=8", "64x64"]
+    assert row[8] == "1.25x"
+    assert row[-2:] == ["+0.0%", "improved"]
+    assert lines[-2:] == [
+        "3 benchmarks in both: 3 improved; geometric mean speedup 1.25x",
+        "speedup: NEW throughput / OLD throughput. regressed: slower beyond 10% (one-sided "
+        "Mann-Whitney test on the per-sample step times) or peak memory grown beyond 5%",
+    ]
+
+
+def test_compare_shows_the_two_environments_side_by_side(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    new = edited(tmp_path, "new.json", upgraded)
+    _, out, _ = run(capsys, "compare", SAVE, new)
+    lines = out.splitlines()
+    assert lines[0].split() == ["environment", "OLD", str(SAVE), "NEW", str(new)]
+    torch = next(line for line in lines if line.startswith("torch "))
+    assert torch.split() == ["torch", "2.14.1+cu130", "2.15.0", "changed"]
+    device = next(line for line in lines if line.startswith("device "))
+    assert device.split() == ["device", "AMD", "EPYC", "AMD", "EPYC"]
+
+
+def test_compare_a_results_file_with_a_baseline_file(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "compare", BASELINE, SAVE)
+    assert status == 0
+    assert "3 benchmarks in both" in out
+
+
+def test_fail_on_regression_exits_1_when_a_benchmark_regressed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    new = edited(tmp_path, "new.json", slower(1.3))
+    status, out, _ = run(capsys, "compare", SAVE, new)
+    assert status == 0  # without the flag, a report only
+    assert "3 benchmarks in both: 3 regressed; geometric mean speedup 0.77x" in out
+    status, out, _ = run(capsys, "compare", SAVE, new, "--fail-on-regression")
+    assert status == 1
+    assert "regressed: slower beyond 10%" in out
+
+
+def test_fail_on_regression_takes_a_threshold(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    new = edited(tmp_path, "new.json", slower(1.3))
+    status, out, _ = run(capsys, "compare", SAVE, new, "--fail-on-regression=40%")
+    assert status == 0
+    assert "3 benchmarks in both: 3 ok" in out
+    assert "regressed: slower beyond 40%" in out
+
+
+def test_an_unchanged_run_passes_the_gate(capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, _ = run(capsys, "compare", SAVE, SAVE, "--fail-on-regression")
+    assert status == 0
+
+
+def test_compare_lists_benchmarks_in_one_run_only(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    data = json.loads(SAVE.read_text())
+    data["results"] = data["results"][:2]
+    fewer = tmp_path / "fewer.json"
+    fewer.write_text(json.dumps(data))
+    _, out, _ = run(capsys, "compare", fewer, SAVE)
+    assert out.splitlines()[-1] == (
+        "only in NEW: test_train[mobilenet_v2] [train_step mobilenet_v2 bs=8 64x64 opt=sgd]"
+    )
+
+
+def test_runs_that_share_no_benchmark_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    def renamed(result: dict[str, Any]) -> None:
+        result["test_id"] = result["test_id"].replace("test_train", "test_other")
+
+    other = edited(tmp_path, "other.json", renamed)
+    status, out, err = run(capsys, "compare", SAVE, other)
+    assert status == 2
+    assert out == ""
+    assert err == (
+        f"cnnperf compare: {SAVE} and {other} share no benchmark (matched by test and "
+        "configuration): OLD has test_train[resnet18] [train_step resnet18 bs=8 64x64 opt=sgd], "
+        "test_train[vgg16] [train_step vgg16 bs=2 64x64 opt=sgd] and 1 more, NEW has "
+        "test_other[resnet18] [train_step resnet18 bs=8 64x64 opt=sgd], test_other[vgg16] "
+        "[train_step vgg16 bs=2 64x64 opt=sgd] and 1 more; compare runs of the same tests\n"
+    )
+
+
+def test_threshold_given_twice_must_agree(capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run(
+        capsys, "compare", SAVE, SAVE, "--threshold=5%", "--fail-on-regression=10%"
+    )
+    assert status == 2
+    assert err == (
+        "cnnperf compare: --threshold=5% and --fail-on-regression=10% disagree; give the "
+        "threshold once\n"
+    )
+
+
+def test_a_bad_threshold_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", str(SAVE), str(SAVE), "--fail-on-regression=lots"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "cnnperf compare: error: argument --fail-on-regression: 'lots' is not a threshold; use "
+        "a percentage such as 10% or 2.5%, or a fraction such as 0.1"
+    )
+
+
+# ---- files that cannot be used ----
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (None, "no such file"),
+        (
+            "{not json",
+            "it is not valid JSON (Expecting property name enclosed in double quotes: "
+            "line 1 column 2 (char 1))",
+        ),
+        (
+            '{"schema": "something/else"}',
+            "it is not a pytest-cnnperf results or baseline file (its schema is 'something/else'); "
+            'those have "schema": "pytest-cnnperf/results" or "pytest-cnnperf/baseline". Write one '
+            "with --cnnperf-json=PATH, or pass a file from the baselines folder",
+        ),
+        (
+            '{"benchmarks": [], "machine_info": {}, "commit_info": {}}',
+            "it is a pytest-benchmark file, not a pytest-cnnperf results or baseline file (those "
+            'have "schema": "pytest-cnnperf/results" or "pytest-cnnperf/baseline"); write one '
+            "with --cnnperf-json=PATH",
+        ),
+        (
+            '{"schema": "pytest-cnnperf/results", "schema_version": 7}',
+            "it was written by a newer pytest-cnnperf (results schema version 7; this one reads "
+            "up to 1); upgrade pytest-cnnperf",
+        ),
+        (
+            '{"schema": "pytest-cnnperf/results", "schema_version": 1, "created": "x", '
+            '"machine": null, "results": [{"test_id": 3}]}',
+            "it is a malformed results file: file.results[0].test_id: expected str, found int 3",
+        ),
+        (
+            '{"schema": "pytest-cnnperf/baseline", "schema_version": 1, "machine": "m", '
+            '"entries": {"t": []}}',
+            "it is malformed: file.entries['t']: expected an object, found list",
+        ),
+        (
+            '{"schema": "pytest-cnnperf/results", "schema_version": 1, "created": "x", '
+            '"machine": null, "results": []}',
+            "it holds no measured benchmark",
+        ),
+    ],
+)
+@pytest.mark.parametrize("command", ["compare", "show", "modes", "epoch", "plot"])
+def test_a_file_that_cannot_be_used_exits_2_naming_it(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    command: str,
+    content: str | None,
+    problem: str,
+) -> None:
+    path = tmp_path / "file.json"
+    if content is not None:
+        path.write_text(content)
+    args: list[str | Path] = [command, path]
+    if command == "compare":
+        args = [command, path, SAVE]
+    elif command == "plot":
+        args += ["-o", tmp_path / "plot.png"]
+    if command == "show" and problem == "it holds no measured benchmark":
+        problem = "it holds no benchmark results"
+    status, out, err = run(capsys, *args)
+    assert (status, out) == (2, "")
+    assert err == f"cnnperf {command}: {path}: {problem}\n"
+
+
+def test_a_directory_is_not_a_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    status, _, err = run(capsys, "show", tmp_path)
+    assert status == 2
+    assert err == f"cnnperf show: {tmp_path}: it is a directory, not a results or baseline file\n"
+
+
+def test_the_installed_command_never_shows_a_traceback(tmp_path: Path) -> None:
+    script = Path(sys.executable).parent / "cnnperf"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "pytest_cnnperf.cli"]
+    missing = tmp_path / "missing.json"
+    done = subprocess.run(
+        [*command, "compare", str(missing), str(SAVE)], capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert done.stderr == f"cnnperf compare: {missing}: no such file\n"
+
+
+# ---- show ----
+
+
+def test_show_a_results_file(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "show", SAVE)
+    assert status == 0
+    lines = out.splitlines()
+    assert lines[0] == f"{SAVE}: results of cpu-amd-epyc-2t, 2026-11-30T06:02:43Z"
+    assert lines[2] == "3 benchmarks: 3 saved"
+    assert lines[4].split()[:4] == ["verdict", "test", "benchmark", "throughput"]
+    assert lines[5].split()[:5] == ["saved", "test_train[resnet18]", "resnet18", "bs=8", "64x64"]
+    assert lines[-1] == (
+        "environment: AMD EPYC, torch 2.14.1+cu130, torchvision 0.29.1+cu130, Python 3.11.7, "
+        "2 threads (cpu-amd-epyc-2t)"
+    )
+
+
+def test_show_a_baseline_file(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "show", BASELINE)
+    assert status == 0
+    lines = out.splitlines()
+    assert lines[0] == f"{BASELINE}: baselines of cpu-amd-epyc-2t"
+    assert lines[2].split() == [
+        "test", "benchmark", "throughput", "step", "peak", "mem", "samples",
+    ]  # fmt: skip
+    assert lines[3].split()[:2] == ["test_train[googlenet]", "googlenet"]
+    assert lines[3].split()[-1] == "12"
+
+
+# ---- modes ----
+
+
+def test_modes_of_a_run_in_one_mode_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run(capsys, "modes", SAVE)
+    assert status == 2
+    assert err == (
+        f"cnnperf modes: {SAVE}: every benchmark in it ran in the same mode; a mode table needs "
+        "a run over several cuDNN modes (--cudnn=off,on), AMP dtypes "
+        "(--cnnperf-zoo-amp=off,bf16) or memory formats "
+        "(--cnnperf-zoo-memory-format=contiguous,channels_last)\n"
+    )
+
+
+def amp_run(tmp_path: Path) -> Path:
+    """The saved run, plus the same benchmarks under bf16 at 1.6 times the speed."""
+    data = json.loads(SAVE.read_text())
+    for result in list(data["results"]):
+        fast = json.loads(json.dumps(result))
+        fast["config"]["amp"] = "bf16"
+        fast["key"] += " amp=bf16"
+        fast["test_id"] = fast["test_id"][:-1] + "-bf16]"
+        for sample in fast["measurement"]["samples"]:
+            sample["step_time_s"] /= 1.6
+        data["results"].append(fast)
+    path = tmp_path / "amp.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_modes_table_of_a_run_over_precisions(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    status, out, _ = run(capsys, "modes", amp_run(tmp_path))
+    assert status == 0
+    lines = out.splitlines()
+    assert lines[2].split() == ["benchmark", "fp32", "(reference)", "bf16"]
+    assert lines[3].split()[:3] == ["resnet18", "bs=8", "64x64"]
+    assert lines[3].split()[-1] == "1.60x"
+
+
+def test_modes_with_an_unknown_reference_exits_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = amp_run(tmp_path)
+    status, _, err = run(capsys, "modes", path, "--reference=fp16")
+    assert status == 2
+    assert err == (
+        f"cnnperf modes: {path}: the reference 'fp16' names no mode of this run; it has: fp32, "
+        "bf16\n"
+    )
+
+
+# ---- epoch ----
+
+
+def test_epoch_projects_imagenet_by_default(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "epoch", SAVE)
+    assert status == 0
+    lines = out.splitlines()
+    assert lines[0] == (
+        "Time per epoch of 1,281,167 images (ImageNet-1k's training set) at the measured "
+        "throughput (data loading not included)"
+    )
+    assert lines[2].split() == ["test", "benchmark", "throughput", "epoch"]
+    assert len(lines) == 6
+
+
+def test_epoch_of_another_dataset(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run(capsys, "epoch", SAVE, "--images", "50_000")
+    assert out.splitlines()[0].startswith("Time per epoch of 50,000 images at")
+
+
+def test_epoch_with_a_bad_number_of_images(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["epoch", str(SAVE), "--images", "many"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "cnnperf epoch: error: argument --images: 'many' is not a number of images; use a "
+        "positive whole number such as 1281167 (ImageNet-1k's training set, the default) or 50000"
+    )
+
+
+# ---- plot ----
+
+
+def test_plot_a_results_file_against_another(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    output = tmp_path / "plot.png"
+    status, out, _ = run(capsys, "plot", amp_run(tmp_path), "-o", output, "--against", SAVE)
+    assert status == 0
+    assert out == f"wrote {output}\n"
+    assert output.read_bytes().startswith(b"\x89PNG")
+
+
+def test_plot_to_a_file_of_another_kind_exits_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    output = tmp_path / "plot.jpg"
+    status, _, err = run(capsys, "plot", SAVE, "-o", output)
+    assert status == 2
+    assert err == (
+        f"cnnperf plot: {output}: a plot is drawn as PNG or SVG: the file name must end in .png "
+        "or .svg, not .jpg (e.g. cnnperf.png)\n"
+    )
+
+
+def test_plot_of_a_baseline_file_exits_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    status, _, err = run(capsys, "plot", BASELINE, "-o", tmp_path / "plot.png")
+    assert status == 2
+    assert err == (
+        f"cnnperf plot: {BASELINE}: it is a baseline file; plot draws a results file "
+        "(--cnnperf-json), and draws a baseline file given with --against as its baseline\n"
+    )
+
+
+# ---- models ----
+
+
+def test_models_lists_names_and_input_sizes(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "models")
+    assert status == 0
+    rows = {line.split()[0]: line.split()[-1] for line in out.splitlines()[1:] if line}
+    assert rows["resnet50"] == "224x224"
+    assert rows["inception_v3"] == "299x299"
+    assert rows["efficientnet_b7"] == "600x600"
+    assert out.splitlines()[-1].endswith(
+        "models from torchvision, built with random weights (nothing is downloaded); a project "
+        "adds its own with the pytest_cnnperf_register_models hook"
+    )
+
+
+# ---- on the gated run and the run over modes (tests/data, trimmed from real runs) ----
+
+GATE = DATA / "zoo-gate.json"
+MODES = DATA / "modes.json"
+
+
+def test_show_a_gated_run_explains_change_and_notes(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run(capsys, "show", GATE)
+    lines = out.splitlines()
+    assert lines[2] == "3 benchmarks: 1 inconclusive, 2 ok"
+    assert lines[6].split()[:2] == ["ok", "test_train[vgg16]"]
+    assert lines[6].split()[8:11] == ["5.51", "images/s", "+5.6%"]
+    assert (
+        "note: test_train[resnet18]: the machine ran 6% slower than when the baseline was "
+        "recorded; throughput compared after allowing for it"
+    ) in lines
+
+
+def test_show_markdown_of_a_gated_run(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run(capsys, "show", GATE, "--markdown")
+    lines = out.splitlines()
+    assert lines[0] == "### ❔ cnnperf: no regression found; 1 of 3 benchmarks inconclusive"
+    assert lines[2] == (
+        "- ❔ `test_train[googlenet]` (googlenet bs=8 64x64): inconclusive at the 10% "
+        "threshold (throughput -0.6%, spread ±174%); re-run it or measure more with "
+        "--cnnperf-effort=thorough"
+    )
+
+
+def test_show_markdown_of_a_baseline_file_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run(capsys, "show", BASELINE, "--markdown")
+    assert status == 2
+    assert err == (
+        f"cnnperf show: {BASELINE}: it is a baseline file; --markdown shows a results file "
+        "(--cnnperf-json)\n"
+    )
+
+
+def test_compare_the_saving_run_with_the_gated_one(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "compare", SAVE, GATE)
+    assert status == 0
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if "images/s" in line}
+    assert rows["test_train[resnet18]"][8:10] == ["0.91x", "145.2"]
+    assert rows["test_train[vgg16]"][-1] == "ok"
+
+
+def test_modes_of_a_real_run(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "modes", MODES)
+    assert status == 0
+    lines = out.splitlines()
+    assert lines[2].split() == [
+        "benchmark", "fp32", "contiguous", "(reference)", "fp32", "channels_last", "bf16",
+        "contiguous", "bf16", "channels_last",
+    ]  # fmt: skip
+    assert lines[3].split() == [
+        "mobilenet_v2", "bs=8", "64x64", "45.7", "ms", "36.5", "ms", "1.25x", "49.7", "ms",
+        "0.92x", "47.0", "ms", "0.97x",
+    ]  # fmt: skip
+
+
+def test_modes_against_another_reference(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run(capsys, "modes", MODES, "--reference", "bf16,contiguous")
+    assert out.splitlines()[2].split()[1:4] == ["bf16", "contiguous", "(reference)"]
+
+
+def test_plot_finds_the_baselines_next_to_the_results(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from pytest_cnnperf.reports.records import baselines_of, load
+
+    results = load(GATE).results
+    found = baselines_of(results, (DATA,))
+    assert sorted(key[0] for key in found) == [
+        r.test_id for r in sorted(results, key=lambda r: r.test_id)
+    ]
+    assert all(len(record.step_times_s) == 12 for record in found.values())
+    output = tmp_path / "gate.svg"
+    assert run(capsys, "plot", GATE, "-o", output)[0] == 0
+    assert "throughput: baseline (grey) above, this run below" in output.read_text()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--fail-on-regression", "OLD", "NEW"],
+        ["OLD", "NEW", "--fail-on-regression"],
+        ["--fail-on-regression", "20%", "OLD", "NEW"],
+        ["OLD", "NEW", "--fail-on-regression=0.2"],
+    ],
+)
+def test_fail_on_regression_alone_or_with_a_threshold(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str]
+) -> None:
+    new = edited(tmp_path, "new.json", slower(1.3))
+    paths = {"OLD": str(SAVE), "NEW": str(new)}
+    status, out, _ = run(capsys, "compare", *[paths.get(a, a) for a in args])
+    assert status == 1
+    threshold = "20%" if any("2" in a for a in args) else "10%"
+    assert f"regressed: slower beyond {threshold}" in out
