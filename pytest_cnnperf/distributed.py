@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import time
 from typing import Any
 
+from .explain import describe_error
 from .policy import TimingPolicy
 from .sampling import ChildReport, Job, Target
 from .timing import measure_steps
@@ -64,6 +66,9 @@ def run_rank(job: Job, target: Target, base_device: Any) -> ChildReport:
         step_times: list[float] = [0.0] * job.world_size
         dist.all_gather_object(step_times, measured.sample.step_time_s)
         dist.barrier()
+    except Exception as exc:
+        # stamped before leaving the group: the other ranks fail when it is gone, later
+        return ChildReport(error=describe_error(exc), failed_at=time.time())
     finally:
         dist.destroy_process_group()
     if job.rank != 0:

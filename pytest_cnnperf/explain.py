@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import traceback
 
 from . import units
 from .results import BenchmarkResult, Comparison, Verdict
@@ -30,7 +32,7 @@ def comparison_lines(comparison: Comparison, unit: str, alpha: float) -> list[st
             f"            {comparison.current_samples} samples now against "
             f"{comparison.baseline_samples}; one-sided Mann-Whitney p = {comparison.p_value:.2g}"
         )
-        if comparison.low is not None and comparison.low > -1e9:
+        if comparison.low is not None:
             evidence += (
                 f"; with {1 - alpha:.0%} confidence the loss is at least "
                 f"{units.percent(max(comparison.low, 0.0))}"
@@ -105,4 +107,17 @@ def headline(result: BenchmarkResult) -> str:
         text += f", peak {units.nbytes(m.peak_allocated_bytes)}"
     if result.decision.throughput:
         text += f" ({units.change(-result.decision.throughput.change)} vs baseline)"
+    return text
+
+
+def describe_error(exc: BaseException) -> str:
+    """The exception and where in the user's code it came from, without torch's frames."""
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    frames = traceback.extract_tb(exc.__traceback__)
+    ours = os.path.dirname(__file__)
+    torch_dir = f"{os.sep}torch{os.sep}"
+    user = [f for f in frames if not f.filename.startswith(ours) and torch_dir not in f.filename]
+    if user:
+        frame = user[-1]
+        text += f" (raised at {os.path.relpath(frame.filename)}:{frame.lineno} in {frame.name})"
     return text

@@ -20,6 +20,9 @@ cuDNN or driver upgrade) the calibration itself may have changed, so an effect o
 allowance) is among those the verdict must hold for. A regression measured while the GPU reported
 throttling or other processes is inconclusive too.
 
+When a third of the samples or more show that something else ran during them (erratic step
+times, a calibration far slower than the run's others), there is no throughput verdict either.
+
 Memory is nearly deterministic: it regressed when it grew past its threshold (and a small absolute
 slack) with every current sample above every baseline sample.
 """
@@ -33,7 +36,7 @@ from dataclasses import dataclass
 from . import stats
 from .baseline import BaselineEntry
 from .policy import GatePolicy
-from .results import Comparison, Decision, Environment, Measurement, Verdict
+from .results import Comparison, Decision, Environment, Measurement, Spread, Verdict
 
 
 @dataclass(frozen=True)
@@ -51,8 +54,11 @@ def compare_throughput(
     current: Sequence[float],
     settings: GateSettings,
     machine_factor: float = 1.0,
+    *,
+    items: tuple[int, int] = (1, 1),
 ) -> Comparison:
-    """Compare step times, the current ones divided by ``machine_factor`` first."""
+    """Compare step times, the current ones divided by ``machine_factor`` first. ``items``:
+    items per step (baseline, current), for reporting rates in items per second."""
     policy, threshold = settings.policy, settings.throughput_threshold
     adjusted = [t / machine_factor for t in current]
     shift = stats.compare(baseline, adjusted, policy.alpha, policy.ok_confidence)
@@ -65,7 +71,7 @@ def compare_throughput(
         verdict = Verdict.OK
     else:
         verdict = Verdict.INCONCLUSIVE
-    base_rate, rate = 1 / stats.median(baseline), 1 / stats.median(current)
+    base_rate, rate = items[0] / stats.median(baseline), items[1] / stats.median(current)
     return Comparison(
         metric="throughput",
         baseline=base_rate,
@@ -74,7 +80,7 @@ def compare_throughput(
         threshold=threshold,
         verdict=verdict,
         p_value=shift.p_slower,
-        low=1 - 1 / shift.low if shift.low > 0 else -math.inf,
+        low=1 - 1 / shift.low if shift.low > 0 else None,  # None: too few samples to bound it
         high=1 - 1 / shift.high,
         baseline_samples=len(baseline),
         current_samples=len(current),
@@ -113,6 +119,37 @@ def combine(*verdicts: Verdict) -> Verdict:
         if verdict in verdicts:
             return verdict
     return Verdict.OK
+
+
+#: a sample's steps spreading wider than this (IQR / median) mean something else was running:
+#: torch.utils.benchmark calls it "significant environmental influence"
+ERRATIC_SPREAD = 0.25
+#: a sample whose calibration took this many times the run's median was disturbed too
+SLOW_CALIBRATION = 1.5
+
+
+def disturbance(measurement: Measurement) -> str | None:
+    """Why the machine looked busy during the measurement, if a third of its samples or more
+    had erratic step times or a slow calibration; ``None`` when it looked quiet."""
+    calibrations = measurement.calibrations
+    typical = stats.median(calibrations) if calibrations else None
+    disturbed = 0
+    for sample in measurement.samples:
+        erratic = len(sample.step_times_s) >= 4 and (
+            Spread.of(sample.step_times_s).relative_iqr > ERRATIC_SPREAD
+        )
+        slow = (
+            typical is not None
+            and sample.calibration_s is not None
+            and (sample.calibration_s > SLOW_CALIBRATION * typical)
+        )
+        disturbed += erratic or slow
+    if disturbed * 3 < len(measurement.samples):
+        return None
+    return (
+        f"the machine was busy: {disturbed} of {len(measurement.samples)} samples had erratic "
+        "step times or a slow calibration"
+    )
 
 
 def machine_ratio(measurement: Measurement, baseline: BaselineEntry) -> float | None:
@@ -158,8 +195,11 @@ def decide(
     changes = environment.changes_from(baseline.environment)
     ratio = machine_ratio(measurement, baseline)
     factors = machine_factors(ratio, settings.policy.machine_tolerance, bool(changes))
+    items = (baseline.items_per_step, measurement.items_per_step)
     comparisons = [
-        compare_throughput(baseline.step_time_s, measurement.step_times, settings, factor)
+        compare_throughput(
+            baseline.step_time_s, measurement.step_times, settings, factor, items=items
+        )
         for factor in factors
     ]
     throughput = comparisons[0]
@@ -177,6 +217,10 @@ def decide(
         notes.append(
             "software changed, so times are also compared as measured, without calibration"
         )
+    busy = disturbance(measurement)
+    if busy:
+        notes.append(f"{busy}: no throughput verdict")
+        throughput_verdict = Verdict.INCONCLUSIVE
     problems = measurement.health_problems
     if problems:
         notes.append("untrustworthy GPU state: " + "; ".join(problems))

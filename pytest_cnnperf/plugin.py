@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from .cudnn import CudnnMode
     from .models import ModelRegistry
     from .runner import CnnPerf
-    from .sampling import Job
 
 #: fixtures that make a test a benchmark (skipped without --cnnperf)
 BENCHMARK_FIXTURES = frozenset({"cnnperf", "cnnperf_device", "cudnn_mode", "model_factory"})
@@ -46,26 +45,32 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.option.cnnperf:  # nothing else to do, and no ini setting to complain about
         return
     cfg = options.CnnPerfConfig.from_pytest_config(config)
-    from . import device
+    from . import device, workers
     from .baseline import BaselineStore
     from .models import ModelRegistry
 
+    slot = workers.worker_slot(config)
+    if slot and cfg.device.kind != "cpu" and device.cuda_device_count() > 0:
+        workers.pin_gpu(slot[0])  # before anything initialises CUDA
     registry = ModelRegistry()
     config.hook.pytest_cnnperf_register_models(registry=registry)
-    config.stash[STATE] = SessionState(
+    state = SessionState(
         config=cfg,
         device=device.resolve(cfg.device, cfg.cudnn_modes),
         registry=registry,
         store=BaselineStore(cfg.baseline_dir),
     )
+    config.stash[STATE] = state
+    if slot and state.device_type == "cpu":
+        state.warnings.append(workers.share_threads(slot[1]))
+    started = workers.controller_workers(config)
+    if started:
+        workers.check_gpus(started, device.cuda_device_count(), state.device_type, cfg.device.index)
+        config.pluginmanager.register(workers.XdistHooks(state), "cnnperf-xdist")
 
 
 def _state(config: pytest.Config) -> SessionState | None:
     return config.stash.get(STATE, None)
-
-
-def _is_xdist_controller(config: pytest.Config) -> bool:
-    return config.pluginmanager.hasplugin("dsession")
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -94,20 +99,21 @@ def pytest_sessionstart(session: pytest.Session) -> Iterator[None]:
     """Fork the zygote of sample processes once the session has started, before any test
     runs torch code."""
     yield
+    from . import workers
+
     state = _state(session.config)
-    if state is None or state.config.in_process or _is_xdist_controller(session.config):
+    if state is None or state.config.in_process or workers.controller_workers(session.config):
         return
     if not hasattr(os, "fork"):
         state.warnings.append("this platform cannot fork, so samples are taken in-process")
         return
     from . import sampling
+    from .sample_process import run_job
 
     device = state.device
 
     def serve(requests: int, replies: int) -> None:
-        sampling.serve(
-            requests, replies, lambda: _probe(device), lambda job: _run_job(session, job)
-        )
+        sampling.serve(requests, replies, lambda: _probe(device), lambda job: run_job(session, job))
 
     state.zygote = sampling.Zygote.fork(serve)
 
@@ -122,55 +128,6 @@ def _probe(device: str) -> None:
     if device.startswith("cuda"):
         torch.ones(1, device=device).add_(1)
         torch.cuda.synchronize(device)
-
-
-def _run_job(session: pytest.Session, job: Job) -> None:
-    """In a sample process: collect the job's test module and run the test; the ``cnnperf``
-    fixture measures the wanted benchmark and ends the process there."""
-    from .sampling import ChildReport, write_report
-
-    config = session.config
-    state = config.stash[STATE]
-    state.job = job
-    capture = config.pluginmanager.getplugin("capturemanager")
-    if capture is not None:
-        # The inherited global capture writes to files shared with the pytest process; reading
-        # or stopping it would take that process's captured output. Start a private one.
-        capture._global_capturing = None
-        capture.start_global_capturing()
-        capture.suspend_global_capture()
-    terminal = config.pluginmanager.get_plugin("terminalreporter")
-    if terminal is not None:  # a sample process reports through its report file only
-        config.pluginmanager.unregister(terminal)
-    config.option.pyargs = False
-    failures: list[str] = []
-
-    class Failures:
-        def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-            if report.failed:
-                failures.append(f"{report.when}: {report.longreprtext}")
-
-        def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-            if report.failed:
-                failures.append(f"collection: {report.longreprtext}")
-
-    config.pluginmanager.register(Failures(), "cnnperf-sample-failures")
-    items = session.perform_collect([job.path])
-    # node ids of files outside the rootdir depend on how they were collected: match the file
-    # and the test's name within it
-    name = job.nodeid.split("::", 1)[-1]
-    item = next(
-        (i for i in items if str(i.path) == job.path and i.nodeid.split("::", 1)[-1] == name),
-        None,
-    )
-    if item is None:
-        error = f"the sample process could not find the test {job.nodeid} in {job.path}"
-    else:
-        item.ihook.pytest_runtest_protocol(item=item, nextitem=None)
-        error = f"the test ended before it reached benchmark #{job.index + 1} ({job.key})"
-    if failures:
-        error += ":\n" + "\n".join(failures)
-    write_report(job, ChildReport(error=error))
 
 
 def _sampler(state: SessionState) -> None:
@@ -195,7 +152,7 @@ def _sampler(state: SessionState) -> None:
         )
     import torch
 
-    from .runner import describe_error
+    from .explain import describe_error
 
     state.sampler = sampling.InProcessSampler(torch.device(state.device), describe_error, reason)
 
@@ -387,10 +344,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if state.zygote is not None:
         state.zygote.close()
         state.zygote = None
-    if _is_xdist_worker(session.config):
-        return
-    from . import finish
+    from . import finish, workers
 
+    if workers.worker_slot(session.config):  # the controller merges, saves and reports
+        workers.send(session.config, state)
+        return
     finish.save_baselines(state)
     finish.write_reports(state, _benchmark_info(session.config))
 
@@ -409,7 +367,3 @@ def _benchmark_info(config: pytest.Config) -> Callable[[], tuple[Any, Any]] | No
         )
 
     return info
-
-
-def _is_xdist_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")

@@ -327,7 +327,12 @@ class CnnPerf:
             if state.config.save:
                 measured = sampler.take(target, policy.sampling.save_samples)
                 self._queue_save(config, measured)
-                result = self._result(config, measured, Decision(verdict=Verdict.SAVED), started)
+                busy = gate.disturbance(_measurement(config, measured))
+                saved = Decision(
+                    verdict=Verdict.SAVED,
+                    notes=(f"{busy}; record it again on a quiet machine",) if busy else (),
+                )
+                result = self._result(config, measured, saved, started)
             else:
                 measured = sampler.take(target, policy.sampling.samples)
                 decision = self._decide(measured, config, settings)
@@ -351,7 +356,7 @@ class CnnPerf:
         self, measured: list[Measured], config: BenchConfig, settings: gate.GateSettings
     ) -> Decision:
         env = measured[0].environment
-        measurement = Measurement(config.batch_size, tuple(m.sample for m in measured), config.unit)
+        measurement = _measurement(config, measured)
         path = self._state.store.path(env.machine, self._id.module)
         entry = self._state.store.entry(env.machine, self._id.module, self._id.test, config.key())
         return gate.decide(measurement, env, entry, settings, _relative(path))
@@ -367,9 +372,7 @@ class CnnPerf:
             config=config,
             decision=decision,
             environment=env,
-            measurement=Measurement(
-                config.batch_size, tuple(m.sample for m in measured), config.unit
-            ),
+            measurement=_measurement(config, measured),
             duration_s=time.perf_counter() - started,
         )
 
@@ -390,7 +393,7 @@ class CnnPerf:
         """Keep the entry for writing at the end of the session; check now that its file can
         be written back (a corrupt one fails this benchmark, and is left alone)."""
         env = measured[0].environment
-        m = Measurement(config.batch_size, tuple(x.sample for x in measured), config.unit)
+        m = _measurement(config, measured)
         phases = {name: spread.median for name in m.phase_names if (spread := m.phase(name))}
         entry = BaselineEntry(
             recorded=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -434,24 +437,9 @@ class CnnPerf:
                     workload = target.build(self.device, 1)
                     report = ChildReport(measured=target.measure(workload, False, target.timing))
             except Exception as exc:
-                report = ChildReport(error=describe_error(exc))
+                report = ChildReport(error=explain.describe_error(exc), failed_at=time.time())
         write_report(job, report)
-        os._exit(0)
-
-
-def describe_error(exc: BaseException) -> str:
-    """The exception and where in the user's code it came from, without torch's frames."""
-    import traceback
-
-    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    frames = traceback.extract_tb(exc.__traceback__)
-    ours = os.path.dirname(__file__)
-    torch_dir = f"{os.sep}torch{os.sep}"
-    user = [f for f in frames if not f.filename.startswith(ours) and torch_dir not in f.filename]
-    if user:
-        frame = user[-1]
-        text += f" (raised at {os.path.relpath(frame.filename)}:{frame.lineno} in {frame.name})"
-    return text
+        os._exit(0 if report.error is None else 1)
 
 
 def _relative(path: os.PathLike[str]) -> str:
@@ -459,3 +447,7 @@ def _relative(path: os.PathLike[str]) -> str:
         return os.path.relpath(path)
     except ValueError:
         return os.fspath(path)
+
+
+def _measurement(config: BenchConfig, measured: list[Measured]) -> Measurement:
+    return Measurement(config.batch_size, tuple(m.sample for m in measured), config.unit)

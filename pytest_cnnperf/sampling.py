@@ -16,7 +16,9 @@ pytest process itself, and results say so.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
+import math
 import os
 import select
 import signal
@@ -35,6 +37,8 @@ from .workload import Workload
 
 #: how long a forked probe may take to run a tiny parallel op before the zygote is declared unusable
 PROBE_TIMEOUT_S = 5.0
+#: how long the other ranks get to report their own errors after one rank failed
+FAILURE_GRACE_S = 10.0
 #: modules a sample process would otherwise import for every sample
 PRELOAD = (
     "torch",
@@ -61,6 +65,9 @@ class Measured:
 class ChildReport:
     measured: Measured | None = None
     error: str | None = None
+    rank: int = 0
+    #: when the error happened (``time.time()``): among ranks, the earliest is the cause
+    failed_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -121,7 +128,8 @@ class InProcessSampler:
         if target.world_size != 1:
             raise BenchmarkError(
                 f"world_size={target.world_size} needs sample processes, which are unavailable "
-                f"here ({self.reason or 'measuring in-process'})"
+                f"here ({self.reason or 'measuring in-process'}); its ranks run in processes of "
+                "their own"
             )
         with torchstate.preserved():
             try:
@@ -195,7 +203,8 @@ class Zygote:
 
     def run(self, jobs: Sequence[Job], timeout: float) -> list[ChildReport]:
         """Run ``jobs`` in one fresh process each (all at once: the ranks of one step) and
-        return their reports; processes that outlive ``timeout`` are killed."""
+        return their reports, the one that failed first first; processes that outlive
+        ``timeout`` are killed."""
         self._send({"op": "run", "jobs": [serde.to_data(job) for job in jobs]})
         started = self._receive(timeout=60)
         if started is None:
@@ -207,19 +216,21 @@ class Zygote:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             self._receive(timeout=60)
-            return [
-                ChildReport(
-                    error=f"the sample process took longer than {timeout:.0f} s and was killed"
-                )
-            ] * len(jobs)
-        reports = []
-        for job, status in zip(jobs, finished["statuses"], strict=True):
-            reports.append(_read_report(Path(job.out), status))
+            error = f"the sample process took longer than {timeout:.0f} s and was killed"
+            return [ChildReport(error=error, rank=job.rank) for job in jobs]
+        reports = [
+            _read_report(Path(job.out), status, job.rank)
+            for job, status in zip(jobs, finished["statuses"], strict=True)
+        ]
+        first = finished["first_failure"]
+        if first is not None:  # the process that failed first holds the cause: put it first
+            reports.insert(0, reports.pop(first))
         return reports
 
-    def new_job_paths(self) -> str:
+    def new_path(self, suffix: str) -> str:
+        """A fresh file name in the zygote's working folder."""
         self._counter += 1
-        return str(self._workdir / f"sample-{self._counter}.json")
+        return str(self._workdir / f"sample-{self._counter}{suffix}")
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -234,7 +245,15 @@ class Zygote:
             self._workdir.rmdir()
 
 
-def _read_report(path: Path, status: int) -> ChildReport:
+#: the error of a rank stopped because another one failed
+STOPPED = "stopped because another rank failed"
+
+
+def _read_report(path: Path, status: int | None, rank: int) -> ChildReport:
+    if status is None:
+        path.unlink(missing_ok=True)
+        path.with_suffix(".log").unlink(missing_ok=True)
+        return ChildReport(error=STOPPED, rank=rank)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         report = serde.from_data(ChildReport, data)
@@ -251,7 +270,7 @@ def _read_report(path: Path, status: int) -> ChildReport:
     finally:
         path.unlink(missing_ok=True)
         path.with_suffix(".log").unlink(missing_ok=True)
-    return report
+    return dataclasses.replace(report, rank=rank)
 
 
 def _tail(path: Path, lines: int = 20) -> str:
@@ -284,6 +303,8 @@ class ProcessSampler:
     def take(self, target: Target, count: int) -> list[Measured]:
         measured = []
         for _ in range(count):
+            # ranks of a data-parallel step meet through a file, so no port is picked or leaked
+            rendezvous = self.zygote.new_path(".store") if target.world_size > 1 else None
             jobs = [
                 Job(
                     nodeid=target.nodeid,
@@ -291,35 +312,26 @@ class ProcessSampler:
                     index=target.index,
                     key=target.key,
                     replay=target.replay,
-                    out=self.zygote.new_job_paths(),
+                    out=self.zygote.new_path(".json"),
                     rank=rank,
                     world_size=target.world_size,
-                    rendezvous=self.zygote.new_job_paths() + ".store"
-                    if target.world_size > 1
-                    else None,
+                    rendezvous=rendezvous,
                     parent_pid=os.getpid(),
                 )
                 for rank in range(target.world_size)
             ]
-            if target.world_size > 1:
-                jobs = [j if j.rank == 0 else _same_rendezvous(j, jobs[0]) for j in jobs]
             reports = self.zygote.run(jobs, self.timeout)
-            errors = [(job.rank, r.error) for job, r in zip(jobs, reports, strict=True) if r.error]
+            errors = [r for r in reports if r.error]
             if errors:
-                rank, error = errors[0]
-                where = f"rank {rank} of {target.world_size}: " if target.world_size > 1 else ""
-                raise BenchmarkError(where + str(error))
-            first = reports[0].measured
+                failed = min(errors, key=lambda r: math.inf if r.failed_at is None else r.failed_at)
+                ranks = target.world_size
+                where = f"rank {failed.rank} of {ranks}: " if ranks > 1 else ""
+                raise BenchmarkError(where + str(failed.error))
+            first = next(r.measured for r in reports if r.rank == 0)
             if first is None:
                 raise BenchmarkError("the sample process sent no measurement")
             measured.append(first)
         return measured
-
-
-def _same_rendezvous(job: Job, first: Job) -> Job:
-    import dataclasses
-
-    return dataclasses.replace(job, rendezvous=first.rendezvous)
 
 
 # ---- inside the zygote ----
@@ -345,11 +357,36 @@ def serve(
         jobs = [serde.from_data(Job, data) for data in message["jobs"]]
         pids = [_fork_child(job, run_child, (requests_fd, replies_fd)) for job in jobs]
         replies.write(json.dumps({"pids": pids}) + "\n")
-        statuses = []
-        for pid in pids:
-            _, status = os.waitpid(pid, 0)
-            statuses.append(os.waitstatus_to_exitcode(status))
-        replies.write(json.dumps({"statuses": statuses}) + "\n")
+        replies.write(json.dumps(_wait_all(pids)) + "\n")
+
+
+def _wait_all(pids: list[int]) -> dict[str, Any]:
+    """Exit codes of the processes, and which failed first. When one fails (a rank of a
+    data-parallel step), the others would wait for it forever: they get a grace period to
+    report their own errors, then are stopped (``None``)."""
+    statuses: dict[int, int | None] = {}
+    first: int | None = None
+    deadline = math.inf
+    while len(statuses) < len(pids):
+        pid, status = os.waitpid(-1, os.WNOHANG if first is not None else 0)
+        if pid == 0:  # others still running after a failure
+            if time.monotonic() < deadline:
+                time.sleep(0.05)
+                continue
+            for other in pids:
+                if other not in statuses:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(other, signal.SIGKILL)
+                    os.waitpid(other, 0)
+                    statuses[other] = None
+            break
+        if pid not in pids:
+            continue
+        statuses[pid] = os.waitstatus_to_exitcode(status)
+        if statuses[pid] != 0 and first is None:
+            first = pids.index(pid)
+            deadline = time.monotonic() + FAILURE_GRACE_S
+    return {"statuses": [statuses[pid] for pid in pids], "first_failure": first}
 
 
 def _detach_output() -> None:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import torch
+import torch  # noqa: F401  (imported once, for in-process pytester runs)
 import torchvision  # noqa: F401  (imported once, for in-process pytester runs)
 
 pytest_plugins = ["pytester"]

@@ -221,3 +221,26 @@ def test_more_samples_are_taken_before_declaring_a_throughput_verdict() -> None:
     assert gate.wants_more_samples(slow)
     assert not gate.wants_more_samples(same)
     assert not gate.wants_more_samples(grown)
+
+
+def test_a_busy_machine_during_the_run_gives_no_throughput_verdict() -> None:
+    """Half the samples with wildly varying steps (another process competing for the cores):
+    the slowdown they show is the machine's, not the code's."""
+    calm = measurement(times(6, 0.040, seed=2))
+    erratic = [
+        dataclasses.replace(s, step_times_s=(0.04, 0.3, 0.05, 0.9, 0.06, 1.2), step_time_s=0.3)
+        for s in calm.samples[:3]
+    ]
+    busy = Measurement(items_per_step=8, samples=(*erratic, *calm.samples[3:]))
+    decision = gate.decide(busy, ENV, BASE, SETTINGS)
+    assert decision.verdict is Verdict.INCONCLUSIVE
+    assert (
+        "the machine was busy: 3 of 6 samples had erratic step times or a slow calibration: no throughput verdict"
+        in decision.notes
+    )
+
+
+def test_throughput_is_reported_in_items_per_second() -> None:
+    decision = gate.decide(measurement(times(6, 0.040, seed=2)), ENV, BASE, SETTINGS)
+    assert decision.throughput is not None
+    assert decision.throughput.baseline == pytest.approx(8 / 0.040, rel=0.05)

@@ -169,6 +169,7 @@ def test_resident_bytes_count_weights_gradients_and_optimizer_state() -> None:
 def test_torch_state_is_restored_after_a_failing_benchmark() -> None:
     threads = torch.get_num_threads()
     rng = torch.get_rng_state()
+
     def failing_benchmark() -> None:
         with torchstate.preserved():
             torch.backends.cudnn.benchmark = not torch.backends.cudnn.benchmark

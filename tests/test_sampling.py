@@ -204,5 +204,5 @@ def test_zoo_runs_with_small_settings(pytester: pytest.Pytester, tmp_path: Path)
         ]
     )
     result.stdout.fnmatch_lines(
-        ["new*test_train[[]resnet18-bf16[]]*train_step resnet18 bs=2 32x32 amp=bf16 opt=sgd*"]
+        ["new*test_train[[]resnet18-bf16[]]*resnet18 bs=2 32x32 amp=bf16*"]
     )

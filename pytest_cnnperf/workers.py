@@ -1,0 +1,145 @@
+"""pytest-xdist workers: a GPU of their own each, or a share of the CPU's threads, and their
+results sent to the controller, which merges them, saves baselines and writes reports.
+
+A worker picks its GPU by setting ``CUDA_VISIBLE_DEVICES`` at configure time, before anything
+initialises CUDA (the plugin itself never does in the pytest process), indexing into the list the
+caller may have set already.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+import pytest
+
+from . import serde
+from .baseline import BaselineEntry
+from .results import BenchmarkResult
+from .state import SessionState
+
+KEY = "cnnperf"
+
+
+def worker_slot(config: pytest.Config) -> tuple[int, int] | None:
+    """``(index, count)`` of this xdist worker, ``None`` outside a worker."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return None
+    index = int(str(workerinput["workerid"]).removeprefix("gw"))
+    return index, int(workerinput["workercount"])
+
+
+def controller_workers(config: pytest.Config) -> int:
+    """How many workers this process starts as an xdist controller (0: it runs tests itself).
+
+    Read from the options, which xdist resolves before configure time (``-n auto`` included);
+    its ``dsession`` plugin may not be registered yet when this plugin configures."""
+    if worker_slot(config) is not None or getattr(config.option, "dist", "no") == "no":
+        return 0
+    return int(getattr(config.option, "numprocesses", 0) or 0)
+
+
+def check_gpus(workers: int, gpus: int, device_kind: str, explicit_index: int | None) -> None:
+    """One GPU per worker: refuse what cannot work, with the fix."""
+    if device_kind == "cpu" or workers == 0:
+        return
+    if explicit_index is not None:
+        raise pytest.UsageError(
+            f"--cnnperf-device=cuda:{explicit_index} names one GPU, but -n {workers} starts "
+            f"{workers} workers, each benchmarking on a GPU of its own; use --cnnperf-device=cuda "
+            "(or auto) with -n, or drop -n"
+        )
+    if gpus and workers > gpus:
+        raise pytest.UsageError(
+            f"-n {workers} starts {workers} workers, but only {gpus} CUDA device"
+            f"{'s are' if gpus != 1 else ' is'} visible, and two benchmarks never share a GPU: "
+            f"use -n {gpus} (or fewer), or benchmark on the CPU with --cnnperf-device=cpu"
+        )
+
+
+def pin_gpu(index: int) -> None:
+    """Make the worker's GPU the only one it sees (``cuda:0`` from then on)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible:
+        choices = [d.strip() for d in visible.split(",") if d.strip()]
+        os.environ["CUDA_VISIBLE_DEVICES"] = choices[index % len(choices)]
+    else:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(index)
+
+
+def share_threads(count: int) -> str:
+    """Give each of ``count`` workers its share of the CPU's threads; say what that costs."""
+    import torch
+
+    total = os.cpu_count() or torch.get_num_threads()
+    threads = max(1, total // count)
+    torch.set_num_threads(threads)
+    return (
+        f"{count} xdist workers share this CPU's {total} cores, {threads} thread(s) each: "
+        "their benchmarks run at the same time and their figures interfere"
+    )
+
+
+@dataclass(frozen=True)
+class Pending:
+    machine: str
+    module: str
+    entries: dict[str, dict[str, BaselineEntry]]
+
+
+@dataclass(frozen=True)
+class WorkerReport:
+    """What a worker sends to the controller when it finishes."""
+
+    results: tuple[BenchmarkResult, ...] = ()
+    pending: tuple[Pending, ...] = ()
+    collected: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    machine: str | None = None
+    warnings: tuple[str, ...] = ()
+
+
+def send(config: pytest.Config, state: SessionState) -> None:
+    """In a worker: put this worker's share into ``workeroutput`` for the controller."""
+    report = WorkerReport(
+        results=tuple(state.results),
+        pending=tuple(
+            Pending(machine, module, entries)
+            for (machine, module), entries in state.pending.items()
+        ),
+        collected={module: tuple(sorted(tests)) for module, tests in state.collected.items()},
+        machine=state.machine,
+        warnings=tuple(state.warnings),
+    )
+    config.workeroutput[KEY] = json.dumps(serde.to_data(report))  # type: ignore[attr-defined]
+
+
+def receive(state: SessionState, text: str) -> None:
+    """At the controller: merge one worker's share, losing and duplicating nothing."""
+    report = serde.from_data(WorkerReport, json.loads(text))
+    state.results.extend(report.results)
+    state.results.sort(key=lambda result: result.test_id)
+    for pending in report.pending:
+        merged = state.pending[(pending.machine, pending.module)]
+        for test, keys in pending.entries.items():
+            merged.setdefault(test, {}).update(keys)
+    for module, tests in report.collected.items():
+        state.collected[module].update(tests)
+    state.machine = state.machine or report.machine
+    for warning in report.warnings:
+        if warning not in state.warnings:
+            state.warnings.append(warning)
+
+
+class XdistHooks:
+    """Hooks that exist only when pytest-xdist is installed."""
+
+    def __init__(self, state: SessionState) -> None:
+        self.state = state
+
+    @pytest.hookimpl
+    def pytest_testnodedown(self, node: object, error: object) -> None:
+        output = getattr(node, "workeroutput", {})
+        if KEY in output:
+            receive(self.state, output[KEY])

@@ -1,0 +1,243 @@
+"""Scaling out: pytest-xdist workers merged at the controller, data-parallel train steps through
+torch.distributed (Gloo on the CPU). Fresh pytest processes, as in real use."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from pytest_cnnperf import workers
+
+INI = """
+[pytest]
+cnnperf_samples = 2
+cnnperf_min_time = 0.02
+cnnperf_calibration = false
+cnnperf_sample_timeout = 60
+"""
+
+BENCH = """
+import torch.distributed as dist
+from torch import nn
+
+
+def tiny():
+    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 4))
+
+
+class BrokenOnRank1(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = tiny()
+
+    def forward(self, x):
+        if dist.get_rank() == 1:
+            raise RuntimeError("rank 1 cannot go on")
+        return self.net(x)
+"""
+
+
+@pytest.fixture
+def scale(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeini(INI)
+    pytester.makepyfile(models=BENCH)
+    return pytester
+
+
+def test_xdist_workers_save_and_compare_with_every_entry_once(scale: pytest.Pytester) -> None:
+    scale.makepyfile(
+        test_bench="\n".join(
+            f"from models import tiny\n\ndef test_{i}(cnnperf):\n    cnnperf.train_step(tiny(), batch_size=2, image_size=8)\n"
+            for i in range(4)
+        )
+    )
+    saved = scale.runpytest_subprocess(
+        "--cnnperf", "--cnnperf-save", "-n", "2", "--cnnperf-json=saved.json"
+    )
+    saved.assert_outcomes(passed=4)
+    saved.stdout.fnmatch_lines(["saved 4 baseline(s) to *test_bench.json"])
+    saved.stdout.fnmatch_lines(
+        [
+            "warning: 2 xdist workers share this CPU's * cores, * thread(s) each: their benchmarks run at the same time and their figures interfere"
+        ]
+    )
+    (baseline,) = (scale.path / "baselines").rglob("test_bench.json")
+    assert sorted(json.loads(baseline.read_text())["entries"]) == [f"test_{i}" for i in range(4)]
+    results = json.loads((scale.path / "saved.json").read_text())["results"]
+    assert sorted(r["test_id"] for r in results) == [f"test_bench.py::test_{i}" for i in range(4)]
+    gated = scale.runpytest_subprocess("--cnnperf", "-n", "2", "--cnnperf-json=gated.json")
+    gated.assert_outcomes(passed=4)
+    results = json.loads((scale.path / "gated.json").read_text())["results"]
+    assert sorted(r["test_id"] for r in results) == [f"test_bench.py::test_{i}" for i in range(4)]
+    assert {r["decision"]["verdict"] for r in results} <= {"ok", "inconclusive", "improved"}
+
+
+def test_a_data_parallel_train_step_over_two_gloo_ranks(scale: pytest.Pytester) -> None:
+    scale.makepyfile(
+        test_ddp="""
+        from models import tiny
+
+        def test_ddp(cnnperf):
+            result = cnnperf.train_step(tiny(), batch_size=2, image_size=8, world_size=2)
+            assert result.config.world_size == 2
+            assert result.config.batch_size == 4
+            assert result.key.endswith("world=2")
+            assert 0 < result.measurement.scaling_efficiency
+        """
+    )
+    scale.runpytest_subprocess("--cnnperf").assert_outcomes(passed=1)
+
+
+def test_a_failing_rank_fails_the_test_cleanly(scale: pytest.Pytester) -> None:
+    scale.makepyfile(
+        test_ddp="""
+        from models import BrokenOnRank1, tiny
+
+        def test_broken(cnnperf):
+            cnnperf.train_step(BrokenOnRank1(), batch_size=2, image_size=8, world_size=2)
+
+        def test_fine_afterwards(cnnperf):
+            cnnperf.train_step(tiny(), batch_size=2, image_size=8, world_size=2)
+        """
+    )
+    result = scale.runpytest_subprocess("--cnnperf", "-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*cnnperf: measuring train_step BrokenOnRank1 bs=4 8x8 opt=sgd world=2 on cpu failed: rank 1 of 2: RuntimeError: rank 1 cannot go on (raised at models.py:* in forward)"
+        ]
+    )
+    leftovers = subprocess.run(
+        ["pgrep", "-f", str(scale.path)], capture_output=True, text=True
+    ).stdout
+    assert not leftovers.strip()
+
+
+def test_data_parallel_needs_sample_processes(scale: pytest.Pytester) -> None:
+    scale.makepyfile(
+        test_ddp="""
+        from models import tiny
+
+        def test_ddp(cnnperf):
+            cnnperf.train_step(tiny(), batch_size=2, image_size=8, world_size=2)
+        """
+    )
+    result = scale.runpytest_subprocess("--cnnperf", "--cnnperf-inprocess")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*world_size=2 needs sample processes, which are unavailable here (measuring in-process)*"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("workers_", "gpus", "kind", "index", "message"),
+    [
+        (
+            4,
+            2,
+            "cuda",
+            None,
+            "-n 4 starts 4 workers, but only 2 CUDA devices are visible, and two benchmarks never share a GPU: use -n 2 (or fewer), or benchmark on the CPU with --cnnperf-device=cpu",
+        ),
+        (
+            2,
+            2,
+            "cuda",
+            1,
+            "--cnnperf-device=cuda:1 names one GPU, but -n 2 starts 2 workers, each benchmarking on a GPU of its own; use --cnnperf-device=cuda (or auto) with -n, or drop -n",
+        ),
+    ],
+)
+def test_one_gpu_per_worker(
+    workers_: int, gpus: int, kind: str, index: int | None, message: str
+) -> None:
+    with pytest.raises(pytest.UsageError) as info:
+        workers.check_gpus(workers_, gpus, kind, index)
+    assert str(info.value) == message
+    workers.check_gpus(2, 2, "cuda", None)
+    workers.check_gpus(8, 0, "cpu", None)
+
+
+def test_workers_pick_their_gpu_from_the_callers_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    workers.pin_gpu(1)
+    import os
+
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "5"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    workers.pin_gpu(2)
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "2"
+
+
+def test_worker_shares_merge_without_loss_or_duplicates(tmp_path: object) -> None:
+    """Two workers' results, pending baselines and collected tests, merged at the controller."""
+    from pathlib import Path
+
+    from pytest_cnnperf import serde
+    from pytest_cnnperf.baseline import BaselineStore
+    from pytest_cnnperf.config import (
+        CnnPerfConfig,
+        DeviceRequest,
+        Overrides,
+        ReportPaths,
+        ZooOptions,
+    )
+    from pytest_cnnperf.models import ModelRegistry
+    from pytest_cnnperf.results import BenchConfig, BenchmarkResult, Decision, Verdict
+    from pytest_cnnperf.state import SessionState
+
+    def result(test: str) -> BenchmarkResult:
+        config = BenchConfig(kind="train_step", model="m", batch_size=2, image_size=(8, 8))
+        return BenchmarkResult(
+            test_id=f"test_x.py::{test}",
+            key=config.key(),
+            config=config,
+            decision=Decision(Verdict.NEW),
+        )
+
+    def state() -> SessionState:
+        config = CnnPerfConfig(
+            enabled=True,
+            cudnn_modes=None,
+            device=DeviceRequest("cpu"),
+            save=False,
+            prune=False,
+            baseline_dir=Path(str(tmp_path)),
+            machine=None,
+            cli=Overrides(),
+            ini=Overrides(),
+            in_process=False,
+            reports=ReportPaths(),
+            zoo=ZooOptions(),
+        )
+        return SessionState(
+            config=config,
+            device="cpu",
+            registry=ModelRegistry(),
+            store=BaselineStore(Path(str(tmp_path))),
+        )
+
+    controller = state()
+    for tests in (["test_b", "test_a"], ["test_c"]):
+        worker = state()
+        worker.results.extend(result(t) for t in tests)
+        worker.collected["test_x"].update(["test_a", "test_b", "test_c"])
+        worker.machine = "cpu-m-1t"
+        worker.warnings.append("2 xdist workers share this CPU")
+        report = workers.WorkerReport(
+            results=tuple(worker.results),
+            collected={k: tuple(v) for k, v in worker.collected.items()},
+            machine=worker.machine,
+            warnings=tuple(worker.warnings),
+        )
+        workers.receive(controller, json.dumps(serde.to_data(report)))
+    assert [r.test_id for r in controller.results] == [
+        "test_x.py::test_a",
+        "test_x.py::test_b",
+        "test_x.py::test_c",
+    ]
+    assert controller.collected["test_x"] == {"test_a", "test_b", "test_c"}
+    assert controller.warnings == ["2 xdist workers share this CPU"]
+    assert controller.machine == "cpu-m-1t"
