@@ -176,6 +176,62 @@ def _describe_machine(ratio: float) -> str:
     return f"the machine ran {1 / ratio - 1:.0%} faster than when the baseline was recorded"
 
 
+@dataclass(frozen=True)
+class _Throughput:
+    comparison: Comparison
+    verdict: Verdict
+    notes: tuple[str, ...]
+    #: whether more samples could change the verdict (not when the machine was busy)
+    worth_remeasuring: bool
+
+
+def _judge_throughput(
+    measurement: Measurement,
+    baseline: BaselineEntry,
+    settings: GateSettings,
+    software_changed: bool,
+) -> _Throughput:
+    notes: list[str] = []
+    ratio = machine_ratio(measurement, baseline)
+    factors = machine_factors(ratio, settings.policy.machine_tolerance, software_changed)
+    items = (baseline.items_per_step, measurement.items_per_step)
+    comparisons = [
+        compare_throughput(
+            baseline.step_time_s, measurement.step_times, settings, factor, items=items
+        )
+        for factor in factors
+    ]
+    agreed = {c.verdict for c in comparisons}
+    verdict = agreed.pop() if len(agreed) == 1 else Verdict.INCONCLUSIVE
+    if ratio is not None and len(factors) > 1 and not software_changed:
+        notes.append(
+            f"{_describe_machine(ratio)} (calibration workload), beyond the "
+            f"{settings.policy.machine_tolerance:.0%} within which it is allowed for exactly"
+            + ("" if verdict is Verdict.INCONCLUSIVE else "; the verdict holds anyway")
+        )
+    elif ratio is not None and not software_changed and abs(ratio - 1) >= 0.02:
+        notes.append(f"{_describe_machine(ratio)}; throughput compared after allowing for it")
+    if software_changed and ratio is not None:
+        notes.append(
+            "software changed, so times are also compared as measured, without calibration"
+        )
+    busy = disturbance(measurement)
+    if busy:
+        notes.append(f"{busy}: no throughput verdict")
+        verdict = Verdict.INCONCLUSIVE
+    problems = measurement.health_problems
+    if problems:
+        notes.append("untrustworthy GPU state: " + "; ".join(problems))
+        if verdict is Verdict.REGRESSED:
+            verdict = Verdict.INCONCLUSIVE
+    return _Throughput(
+        comparison=comparisons[0],
+        verdict=verdict,
+        notes=tuple(notes),
+        worth_remeasuring=comparisons[0].verdict is not Verdict.OK and not busy,
+    )
+
+
 def decide(
     measurement: Measurement,
     environment: Environment,
@@ -191,46 +247,14 @@ def decide(
             baseline_file=baseline_file,
             notes=("no baseline",),
         )
-    notes: list[str] = []
     changes = environment.changes_from(baseline.environment)
-    ratio = machine_ratio(measurement, baseline)
-    factors = machine_factors(ratio, settings.policy.machine_tolerance, bool(changes))
-    items = (baseline.items_per_step, measurement.items_per_step)
-    comparisons = [
-        compare_throughput(
-            baseline.step_time_s, measurement.step_times, settings, factor, items=items
-        )
-        for factor in factors
-    ]
-    throughput = comparisons[0]
-    agreed = {c.verdict for c in comparisons}
-    throughput_verdict = agreed.pop() if len(agreed) == 1 else Verdict.INCONCLUSIVE
-    if ratio is not None and len(factors) > 1 and not changes:
-        notes.append(
-            f"{_describe_machine(ratio)} (calibration workload), beyond the "
-            f"{settings.policy.machine_tolerance:.0%} within which it is allowed for exactly"
-            + ("" if throughput_verdict is Verdict.INCONCLUSIVE else "; the verdict holds anyway")
-        )
-    elif ratio is not None and not changes and abs(ratio - 1) >= 0.02:
-        notes.append(f"{_describe_machine(ratio)}; throughput compared after allowing for it")
-    if changes and ratio is not None:
-        notes.append(
-            "software changed, so times are also compared as measured, without calibration"
-        )
-    busy = disturbance(measurement)
-    if busy:
-        notes.append(f"{busy}: no throughput verdict")
-        throughput_verdict = Verdict.INCONCLUSIVE
-    problems = measurement.health_problems
-    if problems:
-        notes.append("untrustworthy GPU state: " + "; ".join(problems))
-        if throughput_verdict is Verdict.REGRESSED:
-            throughput_verdict = Verdict.INCONCLUSIVE
+    throughput = _judge_throughput(measurement, baseline, settings, bool(changes))
+    notes = list(throughput.notes)
     memory = None
     current_memory = [s.memory.allocated_bytes for s in measurement.samples if s.memory]
     if baseline.peak_allocated_bytes and current_memory:
         memory = compare_memory(baseline.peak_allocated_bytes, current_memory, settings)
-    verdict = combine(throughput_verdict, *([memory.verdict] if memory else []))
+    verdict = combine(throughput.verdict, *([memory.verdict] if memory else []))
     if measurement.in_process != baseline.in_process:
         where = {True: "inside one process", False: "in separate processes"}
         notes.append(
@@ -240,19 +264,22 @@ def decide(
     failed = verdict is Verdict.REGRESSED or (
         settings.strict and (verdict is Verdict.INCONCLUSIVE or bool(changes))
     )
+    memory_regressed = memory is not None and memory.verdict is Verdict.REGRESSED
     return Decision(
         verdict=verdict,
-        throughput=throughput,
+        throughput=throughput.comparison,
         memory=memory,
-        machine_speed=ratio,
+        machine_speed=machine_ratio(measurement, baseline),
         environment_changes=changes,
         notes=tuple(notes),
         baseline_file=baseline_file,
         failed=failed,
+        remeasure=throughput.worth_remeasuring and not memory_regressed,
     )
 
 
 def wants_more_samples(decision: Decision) -> bool:
     """Re-measure before declaring a throughput regression or improvement, or giving up as
-    inconclusive (memory needs no second look: it barely varies)."""
-    return decision.throughput is not None and decision.throughput.verdict is not Verdict.OK
+    inconclusive; not when memory already regressed (it barely varies) or the machine was busy
+    (more samples would be as disturbed)."""
+    return decision.remeasure

@@ -4,11 +4,12 @@ CUDA: the caching allocator's peaks, after emptying its cache and resetting them
 ``reserved`` is what the step itself needs the allocator to hold.
 
 CPU: PyTorch's profiler sees every allocation of its CPU allocator (``tracemalloc`` does not), so
-the peak of tensor bytes alive during a step is exact and repeatable: the bytes alive when the step
-starts (weights, gradients, optimizer state, batch) plus the highest excursion above that inside
-the step. The process's peak resident set size (``VmHWM`` after resetting it through
-``/proc/self/clear_refs``) is reported beside it; it is a real figure of the process, but the C
-allocator's caching makes it too coarse to gate on.
+the peak of tensor bytes alive during a step is exact and repeatable: the workload's static tensors
+(weights, buffers, optimizer state, batch) plus the highest total of what the steps allocated and
+had not freed, gradients and anything a model keeps from one step to the next included. The
+process's peak resident set size (``VmHWM`` after resetting it through ``/proc/self/clear_refs``)
+is reported beside it; it is a real figure of the process, but the C allocator's caching makes it
+too coarse to gate on.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ import contextlib
 import gc
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from .results import MemoryPeak
-from .timing import Phase
+from .workload import Workload
 
 #: lines the profiler's native logger prints that say nothing to a benchmark's reader
 _PROFILER_CHATTER = (
@@ -34,16 +35,17 @@ _PROFILER_CHATTER = (
 )
 
 
-def cuda_peak(phases: Sequence[Phase], device: Any, steps: int) -> MemoryPeak:
+def cuda_peak(workload: Workload, device: Any, steps: int) -> MemoryPeak:
     import torch
 
+    workload.settle()
     gc.collect()
     torch.cuda.synchronize(device)
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats(device)
     retries_before = torch.cuda.memory_stats(device).get("num_alloc_retries", 0)
     for _ in range(steps):
-        for _, run in phases:
+        for _, run in workload.phases:
             run()
     torch.cuda.synchronize(device)
     stats = torch.cuda.memory_stats(device)
@@ -55,22 +57,21 @@ def cuda_peak(phases: Sequence[Phase], device: Any, steps: int) -> MemoryPeak:
     )
 
 
-def cpu_peak(phases: Sequence[Phase], resident: Callable[[], int], steps: int) -> MemoryPeak:
-    """Profile ``steps`` steps and take the highest tensor-byte excursion of a step after the
-    first (whose frees of blocks allocated before profiling are invisible to the profiler)."""
+def cpu_peak(workload: Workload, steps: int) -> MemoryPeak:
+    """Profile ``steps`` steps (at least two) from a step boundary and take the peak of tensor
+    bytes alive during a step after the first: the workload's static tensors plus everything
+    allocated since the profiler started and not yet freed."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
+    workload.settle()
     gc.collect()
     rss_reset = _reset_peak_rss()
-    with (
-        _quiet_native_stderr(),
-        profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof,
-    ):
+    quiet = _quiet_native_stderr()
+    with quiet, profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         for _ in range(max(2, steps)):
             with record_function(_STEP_LABEL):
-                for _, run in phases:
+                for _, run in workload.phases:
                     run()
-    resident_bytes = resident()
     memory: list[tuple[int, int]] = []
     windows: list[tuple[int, int]] = []
     for event in prof.profiler.kineto_results.events():
@@ -80,9 +81,8 @@ def cpu_peak(phases: Sequence[Phase], resident: Callable[[], int], steps: int) -
             windows.append((event.start_ns(), event.start_ns() + event.duration_ns()))
     memory.sort()
     windows.sort()
-    peak = max(_peak_excursion(memory, start, end) for start, end in windows[1:])
     return MemoryPeak(
-        allocated_bytes=resident_bytes + peak,
+        allocated_bytes=workload.static_bytes() + _peak_alive(memory, windows[1:]),
         reserved_bytes=_peak_rss() if rss_reset else None,
         source="cpu-profiler",
     )
@@ -91,17 +91,15 @@ def cpu_peak(phases: Sequence[Phase], resident: Callable[[], int], steps: int) -
 _STEP_LABEL = "cnnperf::step"
 
 
-def _peak_excursion(events: Sequence[tuple[int, int]], start_ns: int, end_ns: int) -> int:
-    """Highest running total of allocations minus frees within ``[start_ns, end_ns]``, measured
-    from the total at ``start_ns``."""
-    current = peak = 0
+def _peak_alive(events: Sequence[tuple[int, int]], windows: Sequence[tuple[int, int]]) -> int:
+    """The highest running total of allocations minus frees (from the first event on) reached
+    inside one of ``windows``. Frees of blocks allocated before profiling are not reported, so
+    blocks that died early simply never count."""
+    alive = peak = 0
     for when, nbytes in events:
-        if when < start_ns:
-            continue
-        if when > end_ns:
-            break
-        current += nbytes
-        peak = max(peak, current)
+        alive += nbytes
+        if any(start <= when <= end for start, end in windows):
+            peak = max(peak, alive)
     return peak
 
 

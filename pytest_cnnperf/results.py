@@ -346,6 +346,8 @@ class Decision:
     baseline_file: str | None = None
     failed: bool = False
     message: str | None = None
+    #: whether more samples could change the verdict
+    remeasure: bool = False
 
 
 @dataclass(frozen=True)

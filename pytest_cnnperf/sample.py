@@ -35,9 +35,9 @@ def measure_sample(
         readings.append(monitor.read())
     calibration_s = calibration.calibrate(device, clock) if calibrate else None
     if cuda:
-        peak = memory.cuda_peak(workload.phases, device, policy.memory_steps)
+        peak = memory.cuda_peak(workload, device, policy.memory_steps)
     else:
-        peak = memory.cpu_peak(workload.phases, workload.resident, policy.memory_steps)
+        peak = memory.cpu_peak(workload, policy.memory_steps)
     health: DeviceHealth | None = nvml.assess(readings)
     return Sample(
         step_time_s=timed.step_time_s,

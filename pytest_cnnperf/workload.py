@@ -46,8 +46,12 @@ class Workload:
 
     phases: list[Phase]
     items_per_step: int
-    #: tensors alive between steps (weights, gradients, optimizer state, batch)
-    resident: Callable[[], int] = field(default=lambda: 0)
+    #: bytes of the tensors that live through every step without being allocated by it:
+    #: weights, buffers, optimizer state, the batch (gradients are the step's own)
+    static_bytes: Callable[[], int] = field(default=lambda: 0)
+    #: bring the workload to a step boundary where the step's own tensors are gone (gradients
+    #: set to None), so that a memory pass can see everything a step allocates
+    settle: Callable[[], None] = field(default=lambda: None)
     model: Any = None
 
 
@@ -181,17 +185,20 @@ def build_train(model: Any, spec: TrainSpec, device: Any) -> Workload:
         else:
             optimizer.step()
 
-    def resident() -> int:
+    def static_bytes() -> int:
         tensors = [*module.parameters(), *module.buffers(), images, targets]
-        tensors += [p.grad for p in module.parameters()]
         for value in optimizer.state.values():
             tensors += [v for v in value.values() if isinstance(v, torch.Tensor)]
         return _storage_bytes(iter(tensors))
 
+    def settle() -> None:
+        optimizer.zero_grad(set_to_none=True)
+
     return Workload(
         phases=[("forward", forward), ("backward", backward), ("optimizer", step)],
         items_per_step=spec.batch_size,
-        resident=resident,
+        static_bytes=static_bytes,
+        settle=settle,
         model=model,
     )
 
@@ -216,13 +223,13 @@ def build_inference(model: Any, spec: InferenceSpec, device: Any) -> Workload:
                 with torch.autocast(device_type=device.type, dtype=dtype):
                     model(images)
 
-    def resident() -> int:
+    def static_bytes() -> int:
         return _storage_bytes(iter([*model.parameters(), *model.buffers(), images]))
 
     return Workload(
         phases=[("forward", forward)],
         items_per_step=spec.batch_size,
-        resident=resident,
+        static_bytes=static_bytes,
         model=model,
     )
 

@@ -130,40 +130,45 @@ def test_custom_steps_have_one_phase() -> None:
 
 
 def test_cpu_peak_memory_is_exact_and_sees_growth() -> None:
-    """The profiler's allocation events give the same peak every time, and 4 MiB more alive
-    inside a step shows as 4 MiB more."""
-    workload = build_train(tiny(), TrainSpec(batch_size=4, image_size=(16, 16)), CPU_DEVICE)
+    """The profiler's allocation events give the same peak every time; 4 MiB more alive inside
+    a step, or kept from one step to the next, show as 4 MiB more."""
+    model = tiny()
+    workload = build_train(model, TrainSpec(batch_size=4, image_size=(16, 16)), CPU_DEVICE)
     run(workload, 3)
-    first = memory.cpu_peak(workload.phases, workload.resident, 2).allocated_bytes
-    assert memory.cpu_peak(workload.phases, workload.resident, 2).allocated_bytes == first
-    forward = workload.phases[0][1]
+    first = memory.cpu_peak(workload, 2).allocated_bytes
+    assert memory.cpu_peak(workload, 2).allocated_bytes == first
+    weights = sum(p.numel() * 4 for p in model.parameters())
+    assert first >= 3 * weights  # weights, their gradients and SGD's momentum at the peak
+    forward, backward, step = workload.phases
     kept: list[torch.Tensor] = []
 
-    def grown_forward() -> None:
-        forward()
+    def grown_within_the_step() -> None:
         kept.append(torch.ones(1 << 20))  # 4 MiB, alive until the step ends
-
-    def release() -> None:
+        backward[1]()
+        step[1]()
         kept.clear()
 
-    grown = [
-        ("forward", grown_forward),
-        workload.phases[1],
-        workload.phases[2],
-        ("release", release),
-    ]
-    assert memory.cpu_peak(grown, workload.resident, 2).allocated_bytes == first + (4 << 20)
+    within = dataclasses.replace(workload, phases=[forward, ("backward", grown_within_the_step)])
+    assert memory.cpu_peak(within, 2).allocated_bytes == first + (4 << 20)
+
+    def kept_across_steps() -> None:
+        forward[1]()
+        kept.clear()
+        kept.append(torch.ones(1 << 20))  # kept until the next step, as a model caching features
+
+    across = dataclasses.replace(workload, phases=[("forward", kept_across_steps), backward, step])
+    assert memory.cpu_peak(across, 3).allocated_bytes == first + (4 << 20)
 
 
-def test_resident_bytes_count_weights_gradients_and_optimizer_state() -> None:
-    model = nn.Sequential(
-        nn.Conv2d(3, 8, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 1000)
-    )
+def test_static_bytes_count_weights_optimizer_state_and_batch() -> None:
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 1000))
     workload = build_train(model, TrainSpec(batch_size=2, image_size=(8, 8)), CPU_DEVICE)
     run(workload)
     weights = sum(p.numel() * 4 for p in model.parameters())
-    # weights, their gradients and SGD's momentum buffers, plus the batch
-    assert workload.resident() >= 3 * weights
+    # weights and SGD's momentum buffers, plus the batch; gradients belong to the step
+    assert 2 * weights < workload.static_bytes() < 3 * weights
+    workload.settle()
+    assert all(p.grad is None for p in model.parameters())
 
 
 def test_torch_state_is_restored_after_a_failing_benchmark() -> None:
