@@ -118,15 +118,9 @@ def parse(text: str, path: Path, machine: str | None = None) -> BaselineFile:
         raise BaselineFileError(
             path, f'it is not a pytest-cnnperf baseline file (it lacks "schema": "{SCHEMA}")'
         )
-    version = data.get("schema_version")
-    if not isinstance(version, int):
-        raise BaselineFileError(path, "its schema_version is missing or not a number")
-    if version > SCHEMA_VERSION:
-        raise BaselineFileError(
-            path,
-            f"it was written by a newer pytest-cnnperf (schema version {version}; this one "
-            f"reads up to {SCHEMA_VERSION}); upgrade pytest-cnnperf",
-        )
+    problem = serde.version_problem(data, SCHEMA_VERSION)
+    if problem:
+        raise BaselineFileError(path, problem)
     try:
         document = serde.from_data(BaselineFile, data, "file")
     except serde.DataError as exc:

@@ -62,7 +62,8 @@ def run_rank(job: Job, target: Target, base_device: Any) -> ChildReport:
         timeout=TIMEOUT,
     )
     try:
-        measured = target.measure(target.build(device, job.world_size), False, timing)
+        workload = target.build(device, job.world_size)
+        measured = target.measure(workload, in_process=False, timing=timing, memory=job.memory)
         step_times: list[float] = [0.0] * job.world_size
         dist.all_gather_object(step_times, measured.sample.step_time_s)
         dist.barrier()

@@ -10,6 +10,14 @@ from . import units
 from .results import BenchmarkResult, Comparison, Verdict
 
 
+def display_path(path: os.PathLike[str] | str) -> str:
+    """A path as a user reads it: relative to the current folder where that works."""
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return os.fspath(path)
+
+
 def save_command(nodeid: str) -> str:
     return f"pytest --cnnperf --cnnperf-save {shlex.quote(nodeid)}"
 
@@ -119,5 +127,5 @@ def describe_error(exc: BaseException) -> str:
     user = [f for f in frames if not f.filename.startswith(ours) and torch_dir not in f.filename]
     if user:
         frame = user[-1]
-        text += f" (raised at {os.path.relpath(frame.filename)}:{frame.lineno} in {frame.name})"
+        text += f" (raised at {display_path(frame.filename)}:{frame.lineno} in {frame.name})"
     return text

@@ -79,16 +79,10 @@ def pytest_report_header(config: pytest.Config) -> str | None:
         return None
     how = "inside the pytest process" if state.config.in_process else "in fresh sample processes"
     mode = "recording baselines" if state.config.save else "gating against baselines"
-    return (
-        f"cnnperf: {state.device}, measured {how}; {mode} in {_relative(state.config.baseline_dir)}"
-    )
+    from .explain import display_path
 
-
-def _relative(path: Path) -> str:
-    try:
-        return os.path.relpath(path)
-    except ValueError:
-        return str(path)
+    where = display_path(state.config.baseline_dir)
+    return f"cnnperf: {state.device}, measured {how}; {mode} in {where}"
 
 
 # ---- the session: sample processes ----

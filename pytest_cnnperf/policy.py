@@ -48,6 +48,8 @@ class SamplingPolicy:
     samples: int
     max_samples: int
     save_samples: int
+    #: samples that also measure peak memory (it barely varies; each pass costs steps)
+    memory_samples: int = 3
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,14 @@ from .baseline import BaselineEntry, BaselineFileError
 from .config import Overrides
 from .policy import DevicePolicy, Effort, TimingPolicy, for_device, with_effort, with_tuning
 from .results import BenchConfig, BenchmarkResult, Decision, Measurement, Verdict
-from .sampling import BenchmarkError, ChildReport, Measured, Target, write_report
+from .sampling import (
+    BenchmarkError,
+    ChildReport,
+    Measured,
+    MeasureSample,
+    Target,
+    write_report,
+)
 from .state import SessionState
 from .workload import (
     InferenceSpec,
@@ -264,10 +271,12 @@ class CnnPerf:
         )
         return policy, settings
 
-    def _measure_fn(self) -> Callable[[Workload, bool, TimingPolicy], Measured]:
+    def _measure_fn(self) -> MeasureSample:
         state = self._state
 
-        def measure(workload: Workload, in_process: bool, timing: TimingPolicy) -> Measured:
+        def measure(
+            workload: Workload, *, in_process: bool, timing: TimingPolicy, memory: bool
+        ) -> Measured:
             from . import environment, nvml
             from .sample import measure_sample
 
@@ -281,6 +290,7 @@ class CnnPerf:
                 in_process=in_process,
                 ignore_pids=ignore,
                 calibrate=state.config.calibration,
+                with_memory=memory,
             )
             driver = None
             if device.type == "cuda":
@@ -310,6 +320,7 @@ class CnnPerf:
             measure=self._measure_fn(),
             timing=policy.timing,
             world_size=world_size,
+            memory_samples=policy.sampling.memory_samples,
         )
         if self._state.job is not None:
             return self._serve_job(target)
@@ -338,8 +349,10 @@ class CnnPerf:
                 decision = self._decide(measured, config, settings)
                 if gate.wants_more_samples(decision):
                     more = policy.sampling.max_samples - len(measured)
-                    if more > 0:
-                        measured += sampler.take(target, more)
+                    if more > 0:  # memory barely varies: the first samples measured it
+                        measured += sampler.take(
+                            dataclasses.replace(target, memory_samples=0), more
+                        )
                         decision = self._decide(measured, config, settings)
                 result = self._result(config, measured, decision, started)
         except BenchmarkError as exc:
@@ -359,7 +372,7 @@ class CnnPerf:
         measurement = _measurement(config, measured)
         path = self._state.store.path(env.machine, self._id.module)
         entry = self._state.store.entry(env.machine, self._id.module, self._id.test, config.key())
-        return gate.decide(measurement, env, entry, settings, _relative(path))
+        return gate.decide(measurement, env, entry, settings, explain.display_path(path))
 
     def _result(
         self, config: BenchConfig, measured: list[Measured], decision: Decision, started: float
@@ -435,18 +448,14 @@ class CnnPerf:
                     report = distributed.run_rank(job, target, self.device)
                 else:
                     workload = target.build(self.device, 1)
-                    report = ChildReport(measured=target.measure(workload, False, target.timing))
+                    measured = target.measure(
+                        workload, in_process=False, timing=target.timing, memory=job.memory
+                    )
+                    report = ChildReport(measured=measured)
             except Exception as exc:
                 report = ChildReport(error=explain.describe_error(exc), failed_at=time.time())
         write_report(job, report)
         os._exit(0 if report.error is None else 1)
-
-
-def _relative(path: os.PathLike[str]) -> str:
-    try:
-        return os.path.relpath(path)
-    except ValueError:
-        return os.fspath(path)
 
 
 def _measurement(config: BenchConfig, measured: list[Measured]) -> Measurement:

@@ -25,6 +25,7 @@ def measure_sample(
     in_process: bool = False,
     ignore_pids: frozenset[int] = frozenset(),
     calibrate: bool = True,
+    with_memory: bool = True,
 ) -> Sample:
     cuda = device.type == "cuda"
     clock = clock or clock_for(device)
@@ -34,9 +35,10 @@ def measure_sample(
     if monitor:
         readings.append(monitor.read())
     calibration_s = calibration.calibrate(device, clock) if calibrate else None
-    if cuda:
+    peak = None
+    if with_memory and cuda:
         peak = memory.cuda_peak(workload, device, policy.memory_steps)
-    else:
+    elif with_memory:
         peak = memory.cpu_peak(workload, policy.memory_steps)
     health: DeviceHealth | None = nvml.assess(readings)
     return Sample(

@@ -84,6 +84,7 @@ class Job:
     world_size: int = 1
     rendezvous: str | None = None
     parent_pid: int = 0
+    memory: bool = True
 
 
 @dataclass(frozen=True)
@@ -97,10 +98,19 @@ class Target:
     replay: tuple[BenchmarkResult, ...]
     #: ``build(device, world_size)``: the workload, data-parallel over ``world_size`` ranks
     build: Callable[[Any, int], Workload]
-    #: ``measure(workload, in_process, timing)``: one sample of the workload
-    measure: Callable[[Workload, bool, TimingPolicy], Measured]
+    measure: MeasureSample
     timing: TimingPolicy
     world_size: int = 1
+    #: how many of the samples taken (the first ones) also measure peak memory
+    memory_samples: int = 0
+
+
+class MeasureSample(Protocol):
+    """Measures one sample of a built workload (and its environment)."""
+
+    def __call__(
+        self, workload: Workload, *, in_process: bool, timing: TimingPolicy, memory: bool
+    ) -> Measured: ...
 
 
 class Sampler(Protocol):
@@ -134,7 +144,15 @@ class InProcessSampler:
         with torchstate.preserved():
             try:
                 workload = target.build(self.device, 1)
-                return [target.measure(workload, True, target.timing) for _ in range(count)]
+                return [
+                    target.measure(
+                        workload,
+                        in_process=True,
+                        timing=target.timing,
+                        memory=i < target.memory_samples,
+                    )
+                    for i in range(count)
+                ]
             except Exception as exc:
                 raise BenchmarkError(self.describe(exc)) from exc
 
@@ -302,7 +320,7 @@ class ProcessSampler:
 
     def take(self, target: Target, count: int) -> list[Measured]:
         measured = []
-        for _ in range(count):
+        for i in range(count):
             # ranks of a data-parallel step meet through a file, so no port is picked or leaked
             rendezvous = self.zygote.new_path(".store") if target.world_size > 1 else None
             jobs = [
@@ -317,6 +335,7 @@ class ProcessSampler:
                     world_size=target.world_size,
                     rendezvous=rendezvous,
                     parent_pid=os.getpid(),
+                    memory=i < target.memory_samples,
                 )
                 for rank in range(target.world_size)
             ]

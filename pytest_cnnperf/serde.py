@@ -26,6 +26,20 @@ class DataError(ValueError):
     """A value read from a file does not have the shape its dataclass needs."""
 
 
+def version_problem(data: dict[str, Any], newest: int, kind: str = "") -> str | None:
+    """Why a document's ``schema_version`` cannot be read by a reader of versions up to
+    ``newest`` (``kind``: e.g. ``"results "``, for the message), or ``None``."""
+    version = data.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        return "its schema_version is missing or not a number"
+    if version > newest:
+        return (
+            f"it was written by a newer pytest-cnnperf ({kind}schema version {version}; this "
+            f"one reads up to {newest}); upgrade pytest-cnnperf"
+        )
+    return None
+
+
 def to_data(value: object) -> Any:
     """Turn a dataclass (or a value inside one) into JSON-able data."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

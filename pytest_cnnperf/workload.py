@@ -134,14 +134,19 @@ def _storage_bytes(tensors: Iterator[Any]) -> int:
     return sum(seen.values())
 
 
+def _place(model: Any, device: Any, channels_last: bool) -> Any:
+    import torch
+
+    if channels_last:
+        return model.to(device=device, memory_format=torch.channels_last)
+    return model.to(device)
+
+
 def build_train(model: Any, spec: TrainSpec, device: Any) -> Workload:
     """Move ``model`` to ``device`` and return the forward+loss / backward / optimizer phases."""
     import torch
 
-    if spec.channels_last:
-        model = model.to(device=device, memory_format=torch.channels_last)
-    else:
-        model = model.to(device)
+    model = _place(model, device, spec.channels_last)
     model.train()
     images = synthetic_batch(spec.batch_size, spec.image_size, device, spec.channels_last)
     num_classes = spec.num_classes
@@ -207,10 +212,7 @@ def build_inference(model: Any, spec: InferenceSpec, device: Any) -> Workload:
     """Move ``model`` to ``device`` in eval mode; one phase: a forward pass without autograd."""
     import torch
 
-    if spec.channels_last:
-        model = model.to(device=device, memory_format=torch.channels_last)
-    else:
-        model = model.to(device)
+    model = _place(model, device, spec.channels_last)
     model.eval()
     images = synthetic_batch(spec.batch_size, spec.image_size, device, spec.channels_last)
     dtype = amp_dtype(spec.amp)

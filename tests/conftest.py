@@ -55,8 +55,9 @@ SLEEPY_MODEL = '''
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
     """A pytester project with the sleepy model in ``models.py``, in-process sampling (fresh
-    sample processes need a fresh pytest process; see test_sampling) and no calibration (the
-    sleepy model's speed does not follow the machine's, so allowing for it would distort)."""
+    sample processes need a fresh pytest process; see test_sampling), no calibration (the
+    sleepy model's speed does not follow the machine's, so allowing for it would distort) and a
+    30% threshold: the injected changes are far larger, a busy test machine's noise is not."""
     pytester.makepyfile(models=textwrap.dedent(SLEEPY_MODEL))
     pytester.makeini(
         """
@@ -65,6 +66,7 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
         cnnperf_samples = 4
         cnnperf_min_time = 0.05
         cnnperf_calibration = false
+        cnnperf_threshold = 30%
         """
     )
     return pytester

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from factories import ENV
 
 from pytest_cnnperf.baseline import (
     SCHEMA,
@@ -15,24 +16,8 @@ from pytest_cnnperf.baseline import (
     module_key,
     render,
 )
-from pytest_cnnperf.results import BenchConfig, Environment, Flags
+from pytest_cnnperf.results import BenchConfig
 
-ENV = Environment(
-    machine="cpu-test-2t",
-    device="cpu",
-    device_name="Test CPU",
-    driver=None,
-    cuda=None,
-    cudnn=None,
-    torch="2.14.1",
-    torchvision="0.29.1",
-    python="3.11.7",
-    platform="Linux x86_64",
-    cpu="Test CPU",
-    threads=2,
-    interop_threads=2,
-    flags=Flags(None, None, None, "highest", False),
-)
 CONFIG = BenchConfig(kind="train_step", model="resnet18", batch_size=8, image_size=(64, 64))
 
 

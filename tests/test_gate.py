@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from factories import ENV
 
 from pytest_cnnperf import gate
 from pytest_cnnperf.baseline import BaselineEntry
@@ -13,30 +14,12 @@ from pytest_cnnperf.policy import CPU
 from pytest_cnnperf.results import (
     BenchConfig,
     DeviceHealth,
-    Environment,
-    Flags,
     Measurement,
     MemoryPeak,
     Sample,
     Verdict,
 )
 
-ENV = Environment(
-    machine="cpu-test-2t",
-    device="cpu",
-    device_name="Test CPU",
-    driver=None,
-    cuda=None,
-    cudnn=None,
-    torch="2.14.1",
-    torchvision="0.29.1",
-    python="3.11.7",
-    platform="Linux x86_64",
-    cpu="Test CPU",
-    threads=2,
-    interop_threads=2,
-    flags=Flags(None, None, None, "highest", False),
-)
 SETTINGS = gate.GateSettings(
     CPU.gate, throughput_threshold=0.10, memory_threshold=0.05, strict=False
 )

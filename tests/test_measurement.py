@@ -161,7 +161,9 @@ def test_cpu_peak_memory_is_exact_and_sees_growth() -> None:
 
 
 def test_static_bytes_count_weights_optimizer_state_and_batch() -> None:
-    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 1000))
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 1000)
+    )
     workload = build_train(model, TrainSpec(batch_size=2, image_size=(8, 8)), CPU_DEVICE)
     run(workload)
     weights = sum(p.numel() * 4 for p in model.parameters())

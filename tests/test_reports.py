@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from factories import ENV
 
 from pytest_cnnperf import serde
 from pytest_cnnperf.reports import (
@@ -29,8 +30,6 @@ from pytest_cnnperf.results import (
     BenchmarkResult,
     Comparison,
     Decision,
-    Environment,
-    Flags,
     Measurement,
     MemoryPeak,
     ResultsFile,
@@ -38,22 +37,6 @@ from pytest_cnnperf.results import (
     Verdict,
 )
 
-ENV = Environment(
-    machine="cpu-test-2t",
-    device="cpu",
-    device_name="Test CPU",
-    driver=None,
-    cuda=None,
-    cudnn=None,
-    torch="2.14.1",
-    torchvision="0.29.1",
-    python="3.11.7",
-    platform="Linux x86_64",
-    cpu="Test CPU",
-    threads=2,
-    interop_threads=2,
-    flags=Flags(None, None, None, "highest", False),
-)
 MiB = 1 << 20
 
 

@@ -203,6 +203,4 @@ def test_zoo_runs_with_small_settings(pytester: pytest.Pytester, tmp_path: Path)
             "*test_train[[]resnet18[]] PASSED*",
         ]
     )
-    result.stdout.fnmatch_lines(
-        ["new*test_train[[]resnet18-bf16[]]*resnet18 bs=2 32x32 amp=bf16*"]
-    )
+    result.stdout.fnmatch_lines(["new*test_train[[]resnet18-bf16[]]*resnet18 bs=2 32x32 amp=bf16*"])

@@ -3,21 +3,14 @@ and does not stop the others."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..config import ReportPaths
+from ..explain import display_path
 from ..results import BenchmarkResult
 from . import benchmark_json, json_report, markdown, plot
 from .records import baselines_of
-
-
-def _relative(path: Path) -> str:
-    try:
-        return os.path.relpath(path)
-    except ValueError:
-        return str(path)
 
 
 def draw_plot(path: Path, results: Sequence[BenchmarkResult]) -> None:
@@ -40,11 +33,13 @@ def write_all(
         try:
             write()
         except OSError as exc:
-            errors.append(f"could not write the {what} to {_relative(path)}: {exc.strerror or exc}")
+            errors.append(
+                f"could not write the {what} to {display_path(path)}: {exc.strerror or exc}"
+            )
         except (plot.PlotError, benchmark_json.MissingBenchmark) as exc:
-            errors.append(f"could not write the {what} to {_relative(path)}: {exc}")
+            errors.append(f"could not write the {what} to {display_path(path)}: {exc}")
         else:
-            written.append(f"wrote the {what} to {_relative(path)}")
+            written.append(f"wrote the {what} to {display_path(path)}")
 
     if paths.json:
         json_path = paths.json

@@ -173,15 +173,9 @@ def _foreign(path: Path, data: object) -> FileProblem:
 
 
 def _results(path: Path, data: dict[str, object]) -> Loaded:
-    version = data.get("schema_version")
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise FileProblem(path, "its schema_version is missing or not a number")
-    if version > RESULTS_SCHEMA_VERSION:
-        raise FileProblem(
-            path,
-            f"it was written by a newer pytest-cnnperf (results schema version {version}; "
-            f"this one reads up to {RESULTS_SCHEMA_VERSION}); upgrade pytest-cnnperf",
-        )
+    problem = serde.version_problem(data, RESULTS_SCHEMA_VERSION, "results ")
+    if problem:
+        raise FileProblem(path, problem)
     try:
         document = serde.from_data(ResultsFile, data, "file")
     except serde.DataError as exc:
