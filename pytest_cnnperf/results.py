@@ -345,7 +345,6 @@ class Decision:
     notes: tuple[str, ...] = ()
     baseline_file: str | None = None
     failed: bool = False
-    message: str | None = None
     #: whether more samples could change the verdict
     remeasure: bool = False
 

@@ -29,6 +29,7 @@ from .sampling import (
     ChildReport,
     Measured,
     MeasureSample,
+    Sampler,
     Target,
     write_report,
 )
@@ -152,6 +153,16 @@ class CnnPerf:
         __tracebackhide__ = True
         if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
             _usage(f"world_size={world_size!r} is not a number of ranks; use a positive int")
+        if world_size > 1 and self._state.device_type == "cuda":
+            from .device import cuda_device_count
+
+            gpus = cuda_device_count()
+            if world_size > gpus:
+                _usage(
+                    f"world_size={world_size} needs {world_size} GPUs, one a rank, but {gpus} "
+                    f"{'is' if gpus == 1 else 'are'} visible to this process (under pytest-xdist "
+                    "each worker sees one); use world_size <= the GPUs this process sees"
+                )
         spec = TrainSpec(
             batch_size=_batch_size(batch_size),
             image_size=_image_size(image_size, self._default_size(model)),
@@ -332,29 +343,11 @@ class CnnPerf:
         self._keys.add(key)
         started = time.perf_counter()
         state = self._state
-        sampler = state.sampler
-        assert sampler is not None
         try:
             if state.config.save:
-                measured = sampler.take(target, policy.sampling.save_samples)
-                self._queue_save(config, measured)
-                busy = gate.disturbance(_measurement(config, measured))
-                saved = Decision(
-                    verdict=Verdict.SAVED,
-                    notes=(f"{busy}; record it again on a quiet machine",) if busy else (),
-                )
-                result = self._result(config, measured, saved, started)
+                result = self._record(config, target, policy, started)
             else:
-                measured = sampler.take(target, policy.sampling.samples)
-                decision = self._decide(measured, config, settings)
-                if gate.wants_more_samples(decision):
-                    more = policy.sampling.max_samples - len(measured)
-                    if more > 0:  # memory barely varies: the first samples measured it
-                        measured += sampler.take(
-                            dataclasses.replace(target, memory_samples=0), more
-                        )
-                        decision = self._decide(measured, config, settings)
-                result = self._result(config, measured, decision, started)
+                result = self._gate(config, target, policy, settings, started)
         except BenchmarkError as exc:
             self._fail_error(config, f"measuring {key} on {state.device} failed: {exc}", started)
         except BaselineFileError as exc:
@@ -364,6 +357,43 @@ class CnnPerf:
         if result.decision.failed:
             pytest.fail(explain.failure(result, settings.policy.alpha), pytrace=False)
         return result
+
+    def _sampler(self) -> Sampler:
+        sampler = self._state.sampler
+        assert sampler is not None, "the cnnperf fixture chooses the sampler"
+        return sampler
+
+    def _record(
+        self, config: BenchConfig, target: Target, policy: DevicePolicy, started: float
+    ) -> BenchmarkResult:
+        """``--cnnperf-save``: measure, and keep the entry for the end of the session."""
+        measured = self._sampler().take(target, policy.sampling.save_samples)
+        self._queue_save(config, measured)
+        busy = gate.disturbance(_measurement(config, measured))
+        saved = Decision(
+            verdict=Verdict.SAVED,
+            notes=(f"{busy}; record it again on a quiet machine",) if busy else (),
+        )
+        return self._result(config, measured, saved, started)
+
+    def _gate(
+        self,
+        config: BenchConfig,
+        target: Target,
+        policy: DevicePolicy,
+        settings: gate.GateSettings,
+        started: float,
+    ) -> BenchmarkResult:
+        """Measure, decide, and measure again before any verdict but "ok"."""
+        sampler = self._sampler()
+        measured = sampler.take(target, policy.sampling.samples)
+        decision = self._decide(measured, config, settings)
+        more = policy.sampling.max_samples - len(measured)
+        if gate.wants_more_samples(decision) and more > 0:
+            # memory barely varies: the first samples measured it
+            measured += sampler.take(dataclasses.replace(target, memory_samples=0), more)
+            decision = self._decide(measured, config, settings)
+        return self._result(config, measured, decision, started)
 
     def _decide(
         self, measured: list[Measured], config: BenchConfig, settings: gate.GateSettings
@@ -395,7 +425,7 @@ class CnnPerf:
             test_id=self._id.nodeid,
             key=config.key(),
             config=config,
-            decision=Decision(verdict=Verdict.ERROR, failed=True, message=message),
+            decision=Decision(verdict=Verdict.ERROR, failed=True),
             duration_s=time.perf_counter() - started,
             error=message,
         )

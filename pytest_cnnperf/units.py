@@ -40,7 +40,7 @@ def change(value: float | None) -> str:
         return "-"
     if math.isinf(value):
         return "+inf%" if value > 0 else "-inf%"
-    return f"{value * 100:+.1f}%"
+    return f"{round(value * 100, 1) + 0.0:+.1f}%"  # + 0.0 turns a rounded -0.0 into 0.0
 
 
 def percent(value: float) -> str:

@@ -100,16 +100,13 @@ def short_test(test_id: str) -> str:
 
 def baseline_rate(result: BenchmarkResult) -> float | None:
     """The baseline's throughput in items per second, as the gate compared it."""
-    m, c = result.measurement, result.decision.throughput
-    if m is None or c is None or not c.current:
-        return None
-    # the comparison's rates are per step; their ratio carries over to items
-    return m.items_per_second * c.baseline / c.current
+    comparison = result.decision.throughput
+    return comparison.baseline if comparison else None
 
 
 def gain(comparison: Comparison) -> str:
     """A throughput comparison's change with faster positive: ``+4.2%``."""
-    return units.change(0.0 - comparison.change)
+    return units.change(-comparison.change)
 
 
 def row(result: BenchmarkResult) -> Row:
@@ -135,6 +132,11 @@ def row(result: BenchmarkResult) -> Row:
     )
     notes = [f"environment changed: {c}" for c in d.environment_changes]
     notes.extend(n for n in d.notes if n != "no baseline")
+    if m.scaling_efficiency is not None:
+        notes.append(
+            f"{result.config.world_size} ranks, step time of the slowest; scaling efficiency "
+            f"{m.scaling_efficiency:.0%} against one rank alone"
+        )
     return Row(
         verdict=str(d.verdict),
         test=test,
