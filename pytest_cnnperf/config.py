@@ -199,7 +199,8 @@ def add_options(parser: pytest.Parser) -> None:
         "--cnnperf-prune",
         action="store_true",
         dest="cnnperf_prune",
-        help="With --cnnperf-save, also remove baseline entries of tests that no longer exist",
+        help="With --cnnperf-save, also remove the baseline entries of the test modules that ran "
+        "whose tests this run did not collect",
     )
     group.addoption(
         "--cnnperf-baselines",

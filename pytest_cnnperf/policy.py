@@ -62,9 +62,6 @@ class GatePolicy:
     alpha: float
     #: one-sided confidence for "ok": the slowdown is below the threshold with this confidence
     ok_confidence: float
-    #: within this calibration ratio (either way) throughput is compared after allowing for the
-    #: machine's speed; beyond it the machine is too different for a throughput verdict
-    machine_tolerance: float
     #: memory below this many bytes of growth is never a regression (allocator granularity)
     memory_slack_bytes: int
 
@@ -93,7 +90,6 @@ CPU = DevicePolicy(
         memory_threshold=0.05,
         alpha=0.01,
         ok_confidence=0.90,
-        machine_tolerance=0.25,
         memory_slack_bytes=1 << 20,
     ),
 )
@@ -115,7 +111,6 @@ CUDA = DevicePolicy(
         memory_threshold=0.05,
         alpha=0.01,
         ok_confidence=0.90,
-        machine_tolerance=0.05,
         memory_slack_bytes=16 << 20,
     ),
 )

@@ -183,7 +183,7 @@ class Environment:
         if self.torchvision:
             parts.append(f"torchvision {self.torchvision}")
         parts.append(f"Python {self.python}")
-        parts.append(f"{self.threads} threads")
+        parts.append(f"{self.threads} thread{'' if self.threads == 1 else 's'}")
         return ", ".join(parts)
 
 

@@ -77,7 +77,8 @@ def share_threads(count: int) -> str:
     threads = max(1, total // count)
     torch.set_num_threads(threads)
     return (
-        f"{count} xdist workers share this CPU's {total} cores, {threads} thread(s) each: "
+        f"{count} xdist workers share this CPU's {total} cores, {threads} "
+        f"thread{'' if threads == 1 else 's'} each: "
         "their benchmarks run at the same time and their figures interfere"
     )
 

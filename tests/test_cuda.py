@@ -196,3 +196,44 @@ def test_data_parallel_over_two_gpus_with_nccl(gpu_project: pytest.Pytester) -> 
         """
     )
     gpu_project.runpytest_subprocess("--cnnperf").assert_outcomes(passed=1)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_xdist_workers_benchmark_on_a_gpu_each(gpu_project: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    gpu_project.makepyfile(
+        """
+        import os
+        import pathlib
+
+        import pytest
+        from models import convnet
+
+        @pytest.mark.parametrize("i", range(4))
+        def test_train(cnnperf, i):
+            seen = pathlib.Path(__file__).parent / "seen"
+            seen.mkdir(exist_ok=True)
+            worker = os.environ["PYTEST_XDIST_WORKER"]
+            (seen / f"{worker}-{i}").write_text(os.environ["CUDA_VISIBLE_DEVICES"])
+            cnnperf.train_step(convnet(), batch_size=32, image_size=32)
+        """
+    )
+    result = gpu_project.runpytest_subprocess("--cnnperf", "-n", "2")
+    result.assert_outcomes(passed=4)
+    gpus: dict[str, set[str]] = {}
+    for path in (gpu_project.path / "seen").iterdir():
+        gpus.setdefault(path.name.split("-")[0], set()).add(path.read_text())
+    assert sorted(gpus) == ["gw0", "gw1"]
+    assert all(len(seen) == 1 for seen in gpus.values()), gpus  # one GPU a worker
+    assert len(set.union(*gpus.values())) == 2, gpus  # and not the same one
+
+
+def test_more_xdist_workers_than_gpus_is_a_usage_error(gpu_project: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    gpu_project.makepyfile("def test_x(cnnperf):\n    pass\n")
+    gpus = torch.cuda.device_count()
+    result = gpu_project.runpytest_subprocess("--cnnperf", "-n", str(gpus + 1))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"*-n {gpus + 1} starts {gpus + 1} workers, but only {gpus} CUDA device*use -n {gpus}*"]
+    )

@@ -114,15 +114,34 @@ def test_noise_larger_than_the_threshold_is_inconclusive_and_fails_in_strict_mod
     assert gate.decide(current, ENV, noisy, STRICT).failed
 
 
-def test_a_uniformly_slower_machine_is_allowed_for() -> None:
-    """The machine ran 15% slower (calibration) and so did the benchmark: no regression."""
+def test_a_slightly_slower_machine_is_allowed_for() -> None:
+    """The machine ran 6% slower (calibration) and so did the benchmark: ok, and said so."""
     decision = gate.decide(
-        measurement(times(6, 0.046, seed=2), calibration=1.15e-3), ENV, BASE, SETTINGS
+        measurement(times(6, 0.0424, seed=2), calibration=1.06e-3), ENV, BASE, SETTINGS
     )
     assert decision.verdict is Verdict.OK
     assert decision.throughput is not None
-    assert decision.throughput.raw_change == pytest.approx(0.13, abs=0.03)
-    assert any("15% slower" in note for note in decision.notes)
+    assert decision.throughput.raw_change == pytest.approx(0.05, abs=0.03)
+    assert decision.throughput.change == pytest.approx(0.0, abs=0.03)
+    assert (
+        "the machine ran 6% slower than when the baseline was recorded; throughput compared "
+        "after allowing for it"
+    ) in decision.notes
+
+
+def test_a_slower_machine_gives_inconclusive_not_a_regression() -> None:
+    """15% slower in the calibration, 15% slower in the benchmark: all of the machine's drift
+    explains it, none of it would make it a regression; the gate cannot tell which."""
+    decision = gate.decide(
+        measurement(times(6, 0.046, seed=2), calibration=1.15e-3), ENV, BASE, SETTINGS
+    )
+    assert decision.verdict is Verdict.INCONCLUSIVE
+    assert not decision.failed
+    assert (
+        "the machine ran 15% slower than when the baseline was recorded (calibration workload): "
+        "ok after allowing for all of it, but not for none or twice of it; re-run it when the "
+        "machine is as quiet as when the baseline was recorded"
+    ) in decision.notes
 
 
 def test_a_regression_on_a_slower_machine_is_still_caught() -> None:
@@ -139,7 +158,7 @@ def test_a_loaded_machine_gives_no_verdict() -> None:
     )
     assert decision.verdict is Verdict.INCONCLUSIVE
     assert not decision.failed
-    assert any("100% slower" in note and "beyond the 25%" in note for note in decision.notes)
+    assert any("100% slower" in note and "not for none or twice" in note for note in decision.notes)
 
 
 def test_a_huge_regression_shows_even_on_a_loaded_machine() -> None:

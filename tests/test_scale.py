@@ -60,7 +60,7 @@ def test_xdist_workers_save_and_compare_with_every_entry_once(scale: pytest.Pyte
     saved.stdout.fnmatch_lines(["saved 4 baseline(s) to *test_bench.json"])
     saved.stdout.fnmatch_lines(
         [
-            "warning: 2 xdist workers share this CPU's * cores, * thread(s) each: their benchmarks run at the same time and their figures interfere"
+            "warning: 2 xdist workers share this CPU's * cores, * thread* each: their benchmarks run at the same time and their figures interfere"
         ]
     )
     (baseline,) = (scale.path / "baselines").rglob("test_bench.json")

@@ -160,7 +160,7 @@ def test_stale_entries_are_reported_and_pruned_on_request(saved: pytest.Pytester
     result = saved.runpytest("--cnnperf")
     result.stdout.fnmatch_lines(
         [
-            "1 baseline entry belong to tests that no longer exist (remove them with --cnnperf-save --cnnperf-prune):",
+            "1 baseline entry belongs to no test collected in this run (if those tests are gone, remove them with --cnnperf-save --cnnperf-prune):",
             "  test_b in *test_bench.json",
         ]
     )

@@ -68,10 +68,11 @@ def summary(reporter: pytest.TerminalReporter, state: SessionState) -> None:
             removed = f", removed {len(outcome.removed)} stale test(s)" if outcome.removed else ""
             reporter.write_line(f"saved {outcome.written} baseline(s) to {outcome.path}{removed}")
         if finish.stale:
+            one = len(finish.stale) == 1
             reporter.write_line(
-                f"{len(finish.stale)} baseline entr{'y' if len(finish.stale) == 1 else 'ies'} "
-                "belong to tests that no longer exist (remove them with --cnnperf-save "
-                "--cnnperf-prune):"
+                f"{len(finish.stale)} baseline {'entry belongs' if one else 'entries belong'} "
+                "to no test collected in this run (if those tests are gone, remove them "
+                "with --cnnperf-save --cnnperf-prune):"
             )
             for path, test in finish.stale:
                 reporter.write_line(f"  {test} in {path}")
