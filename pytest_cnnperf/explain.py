@@ -40,7 +40,7 @@ def comparison_lines(comparison: Comparison, unit: str, alpha: float) -> list[st
             f"            {comparison.current_samples} samples now against "
             f"{comparison.baseline_samples}; one-sided Mann-Whitney p = {comparison.p_value:.2g}"
         )
-        if comparison.low is not None:
+        if comparison.low is not None and comparison.verdict is Verdict.REGRESSED:
             evidence += (
                 f"; with {1 - alpha:.0%} confidence the loss is at least "
                 f"{units.percent(max(comparison.low, 0.0))}"

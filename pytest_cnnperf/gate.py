@@ -21,7 +21,8 @@ upgrade may have changed the calibration itself). A regression measured while th
 throttling or other processes is inconclusive too.
 
 When a third of the samples or more show that something else ran during them (erratic step
-times, a calibration far slower than the run's others), there is no throughput verdict either.
+times, a calibration far slower than the run's others, other processes taking a quarter of a core
+or more that the benchmark needed), there is no throughput verdict either.
 
 Memory is nearly deterministic: it regressed when it grew past its threshold (and a small absolute
 slack) with every current sample above every baseline sample.
@@ -126,11 +127,14 @@ def combine(*verdicts: Verdict) -> Verdict:
 ERRATIC_SPREAD = 0.25
 #: a sample whose calibration took this many times the run's median was disturbed too
 SLOW_CALIBRATION = 1.5
+#: and one during whose timed steps other processes took this many cores' worth of CPU time
+#: beyond what the benchmark left free (a competitor on one core of two shows as about 1.0)
+BUSY_CORES = 0.25
 
 
 def disturbance(measurement: Measurement) -> str | None:
     """Why the machine looked busy during the measurement, if a third of its samples or more
-    had erratic step times or a slow calibration; ``None`` when it looked quiet."""
+    had erratic step times, a slow calibration or CPU contention; ``None`` when it looked quiet."""
     calibrations = measurement.calibrations
     typical = stats.median(calibrations) if calibrations else None
     disturbed = 0
@@ -143,12 +147,13 @@ def disturbance(measurement: Measurement) -> str | None:
             and sample.calibration_s is not None
             and (sample.calibration_s > SLOW_CALIBRATION * typical)
         )
-        disturbed += erratic or slow
+        contended = (sample.cpu_contention or 0.0) > BUSY_CORES
+        disturbed += erratic or slow or contended
     if disturbed * 3 < len(measurement.samples):
         return None
     return (
         f"the machine was busy: {disturbed} of {len(measurement.samples)} samples had erratic "
-        "step times or a slow calibration"
+        "step times, a slow calibration or other processes taking the CPU"
     )
 
 

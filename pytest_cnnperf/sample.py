@@ -1,11 +1,11 @@
 """One sample: warm up, time a block of steps, time the calibration workload, measure peak
-memory in a pass of its own, and read the GPU's health around it all."""
+memory in a pass of its own, and read the GPU's health and the CPU's contention around it all."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from . import calibration, memory, nvml
+from . import calibration, cpuload, memory, nvml
 from .policy import TimingPolicy
 from .results import DeviceHealth, Sample
 from .timing import Clock, CpuClock, CudaClock, measure_steps
@@ -31,7 +31,9 @@ def measure_sample(
     clock = clock or clock_for(device)
     monitor = nvml.GpuMonitor.open(device.index or 0, ignore_pids) if cuda else None
     readings = [monitor.read()] if monitor else []
+    cpu_before = cpuload.snapshot()
     timed = measure_steps(workload.phases, clock, policy, per_step_wall=not cuda)
+    cpu_contention = cpuload.contention(cpu_before, cpuload.snapshot(), _threads())
     if monitor:
         readings.append(monitor.read())
     calibration_s = calibration.calibrate(device, clock) if calibrate else None
@@ -52,4 +54,11 @@ def measure_sample(
         memory=peak,
         health=health,
         in_process=in_process,
+        cpu_contention=cpu_contention,
     )
+
+
+def _threads() -> int:
+    import torch
+
+    return int(torch.get_num_threads())

@@ -262,9 +262,29 @@ def test_a_busy_machine_during_the_run_gives_no_throughput_verdict() -> None:
     decision = gate.decide(busy, ENV, BASE, SETTINGS)
     assert decision.verdict is Verdict.INCONCLUSIVE
     assert (
-        "the machine was busy: 3 of 6 samples had erratic step times or a slow calibration: no throughput verdict"
+        "the machine was busy: 3 of 6 samples had erratic step times, a slow calibration or other processes taking the CPU: no throughput verdict"
         in decision.notes
     )
+
+
+def test_steady_contention_for_the_cores_gives_no_throughput_verdict() -> None:
+    """Another process on one core of two: the steps are twice as slow but steady, and the short
+    calibration does not notice; the samples' CPU accounting does."""
+    slow = measurement(times(6, 0.080, seed=2))
+    contended = Measurement(
+        items_per_step=8,
+        samples=tuple(dataclasses.replace(s, cpu_contention=0.95) for s in slow.samples),
+    )
+    decision = gate.decide(contended, ENV, BASE, SETTINGS)
+    assert decision.verdict is Verdict.INCONCLUSIVE
+    assert not decision.failed
+    assert any("6 of 6 samples" in note for note in decision.notes)
+    # a little background activity is not contention
+    quiet = Measurement(
+        items_per_step=8,
+        samples=tuple(dataclasses.replace(s, cpu_contention=0.05) for s in slow.samples),
+    )
+    assert gate.decide(quiet, ENV, BASE, SETTINGS).verdict is Verdict.REGRESSED
 
 
 def test_throughput_is_reported_in_items_per_second() -> None:

@@ -83,6 +83,8 @@ def test_a_memory_growth_fails_the_test_that_grew(
         ]
     )
     result.stdout.fnmatch_lines(["FAILED test_bench.py::test_b - *"])
+    # the throughput did not regress: no claim of a loss beside its p-value
+    assert "confidence the loss" not in result.stdout.str()
 
 
 def test_accepting_a_change_with_save(
