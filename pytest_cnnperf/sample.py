@@ -31,7 +31,8 @@ def measure_sample(
     clock = clock or clock_for(device)
     monitor = nvml.GpuMonitor.open(device.index or 0, ignore_pids) if cuda else None
     readings = [monitor.read()] if monitor else []
-    cpu_before = cpuload.snapshot()
+    # on a GPU the CPU only launches work, and xdist workers beside it launch theirs: not counted
+    cpu_before = None if cuda else cpuload.snapshot()
     timed = measure_steps(workload.phases, clock, policy, per_step_wall=not cuda)
     cpu_contention = cpuload.contention(cpu_before, cpuload.snapshot(), _threads())
     if monitor:

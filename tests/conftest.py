@@ -25,7 +25,7 @@ SLEEPY_MODEL = '''
     import torch
     from torch import nn
 
-    SLEEP_S = 0.004
+    SLEEP_S = 0.010
 
 
     class Sleepy(nn.Module):
@@ -64,7 +64,7 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
         [pytest]
         cnnperf_inprocess = true
         cnnperf_samples = 4
-        cnnperf_min_time = 0.05
+        cnnperf_min_time = 0.1
         cnnperf_calibration = false
         cnnperf_threshold = 30%
         """
