@@ -34,7 +34,9 @@ def measure_sample(
     # on a GPU the CPU only launches work, and xdist workers beside it launch theirs: not counted
     cpu_before = None if cuda else cpuload.snapshot()
     timed = measure_steps(workload.phases, clock, policy, per_step_wall=not cuda)
-    cpu_contention = cpuload.contention(cpu_before, cpuload.snapshot(), _threads())
+    cpu_contention = None
+    if cpu_before is not None:
+        cpu_contention = cpuload.contention(cpu_before, cpuload.snapshot(), _threads())
     if monitor:
         readings.append(monitor.read())
     calibration_s = calibration.calibrate(device, clock) if calibrate else None
