@@ -1,9 +1,12 @@
-"""How much of the CPU other processes took while a sample ran.
+"""How much CPU time a sample's own threads were denied while it ran.
 
-Read from Linux's ``/proc/stat`` (the time all CPUs spent busy, including steal: time the
-hypervisor gave to other machines) less this process's own CPU time. On a 2-core runner another
-process that keeps one core busy halves a 2-thread train step without making its steps erratic
-or slowing the short calibration workload, so the samples must say it themselves.
+Two Linux counters, both cumulative: every thread's time spent runnable but waiting for a core
+(``/proc/self/task/<tid>/schedstat``, its second field), and the time the hypervisor gave the
+machine's virtual CPUs to other machines (steal, in ``/proc/stat``). On a 2-core runner another
+process that keeps one core busy halves a 2-thread train step without making its steps erratic or
+slowing the short calibration workload, so the samples must say it themselves. Counting the
+benchmark's own waiting, not others' CPU time, counts only the competition that reached it: a
+busy neighbour beside a benchmark that sleeps, or that leaves cores free, does not count.
 """
 
 from __future__ import annotations
@@ -11,41 +14,53 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
-#: /proc/stat's busy columns after the "cpu" label: user, nice, system, irq, softirq, steal
-#: (guest time is counted in user already; idle and iowait are not busy)
-_BUSY_FIELDS = (0, 1, 2, 5, 6, 7)
+#: /proc/stat's steal column after the "cpu" label
+_STEAL_FIELD = 7
 
 
 @dataclass(frozen=True)
 class CpuSnapshot:
-    busy_s: float
-    own_s: float
+    #: this process's threads' time waiting for a core, summed
+    waited_s: float
+    #: the whole machine's steal time
+    stolen_s: float
     wall_s: float
 
 
 def snapshot() -> CpuSnapshot | None:
-    """The CPU times now; ``None`` where ``/proc/stat`` cannot be read (not Linux)."""
+    """The counters now; ``None`` where Linux does not keep them."""
     try:
         with open("/proc/stat", encoding="ascii") as stat:
-            fields = stat.readline().split()[1:]
-        ticks = sum(int(fields[i]) for i in _BUSY_FIELDS)
+            stolen = int(stat.readline().split()[1:][_STEAL_FIELD])
+        waited_ns = sum(_waited_ns(task) for task in Path("/proc/self/task").iterdir())
     except (OSError, ValueError, IndexError):
         return None
     return CpuSnapshot(
-        busy_s=ticks / os.sysconf("SC_CLK_TCK"),
-        own_s=time.process_time(),
+        waited_s=waited_ns / 1e9,
+        stolen_s=stolen / os.sysconf("SC_CLK_TCK"),
         wall_s=time.perf_counter(),
     )
 
 
+def _waited_ns(task: Path) -> int:
+    try:
+        return int((task / "schedstat").read_text(encoding="ascii").split()[1])
+    except FileNotFoundError:  # the thread ended since the directory was listed
+        return 0
+
+
 def contention(before: CpuSnapshot | None, after: CpuSnapshot | None, threads: int) -> float | None:
-    """Cores' worth of CPU time that others took between two snapshots beyond the cores a
-    process running ``threads`` threads leaves free: 0.0 on a quiet machine, about 1.0 while
-    another process keeps one core busy beside a benchmark that uses every core."""
+    """Cores' worth of CPU time a process running ``threads`` threads was denied between two
+    snapshots: its threads' waiting plus its share of the steal (the steal of ``threads`` of the
+    machine's cores). 0.0 on a quiet machine; about 0.5 for a 2-thread train step beside a
+    process that keeps one core of two busy."""
     if before is None or after is None or after.wall_s <= before.wall_s:
         return None
     wall = after.wall_s - before.wall_s
-    others = ((after.busy_s - before.busy_s) - (after.own_s - before.own_s)) / wall
-    spare = max(0, (os.cpu_count() or threads) - threads)
-    return max(0.0, others - spare)
+    cores = os.cpu_count() or threads
+    waited = (after.waited_s - before.waited_s) / wall
+    stolen = (after.stolen_s - before.stolen_s) / wall * min(threads, cores) / cores
+    # a thread that ended between the snapshots takes its waiting with it
+    return max(0.0, waited + stolen)

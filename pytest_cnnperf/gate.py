@@ -20,9 +20,11 @@ after dividing by ``m``, or as measured when the software differs (a torch, CUDA
 upgrade may have changed the calibration itself). A regression measured while the GPU reported
 throttling or other processes is inconclusive too.
 
-When a third of the samples or more show that something else ran during them (erratic step
-times, a calibration far slower than the run's others, other processes taking a quarter of a core
-or more that the benchmark needed), there is no throughput verdict either.
+The machine's neighbours. A sample shows that something else ran during it when its steps were
+erratic, its calibration far slower than the run's others, or its threads were denied a tenth of a
+core or more (waiting for a core, or stolen by the hypervisor). Such a sample can only have been
+slowed: it counts towards "ok" and "improved", but a regression must show in the other samples
+alone. A run in which every sample was disturbed cannot regress.
 
 Memory is nearly deterministic: it regressed when it grew past its threshold (and a small absolute
 slack) with every current sample above every baseline sample.
@@ -127,33 +129,42 @@ def combine(*verdicts: Verdict) -> Verdict:
 ERRATIC_SPREAD = 0.25
 #: a sample whose calibration took this many times the run's median was disturbed too
 SLOW_CALIBRATION = 1.5
-#: and one during whose timed steps other processes took this many cores' worth of CPU time
-#: beyond what the benchmark left free (a competitor on one core of two shows as about 1.0)
-BUSY_CORES = 0.25
+#: and one whose threads were denied this many cores' worth of CPU time (see ``cpuload``): a
+#: 2-thread train step beside a process that keeps one core of two busy is denied about 0.5,
+#: a quiet machine's samples less than 0.02
+BUSY_CORES = 0.1
+
+
+def disturbed(measurement: Measurement) -> tuple[bool, ...]:
+    """For each sample, whether something else ran during it: erratic step times, a slow
+    calibration or its threads denied the CPU."""
+    calibrations = measurement.calibrations
+    typical = stats.median(calibrations) if calibrations else None
+    return tuple(
+        (len(s.step_times_s) >= 4 and Spread.of(s.step_times_s).relative_iqr > ERRATIC_SPREAD)
+        or (
+            typical is not None
+            and s.calibration_s is not None
+            and s.calibration_s > SLOW_CALIBRATION * typical
+        )
+        or (s.cpu_contention or 0.0) > BUSY_CORES
+        for s in measurement.samples
+    )
 
 
 def disturbance(measurement: Measurement) -> str | None:
-    """Why the machine looked busy during the measurement, if a third of its samples or more
-    had erratic step times, a slow calibration or CPU contention; ``None`` when it looked quiet."""
-    calibrations = measurement.calibrations
-    typical = stats.median(calibrations) if calibrations else None
-    disturbed = 0
-    for sample in measurement.samples:
-        erratic = len(sample.step_times_s) >= 4 and (
-            Spread.of(sample.step_times_s).relative_iqr > ERRATIC_SPREAD
-        )
-        slow = (
-            typical is not None
-            and sample.calibration_s is not None
-            and (sample.calibration_s > SLOW_CALIBRATION * typical)
-        )
-        contended = (sample.cpu_contention or 0.0) > BUSY_CORES
-        disturbed += erratic or slow or contended
-    if disturbed * 3 < len(measurement.samples):
+    """What a saved measurement's reader should know when a third of its samples or more were
+    disturbed; ``None`` when the machine looked quiet."""
+    count = sum(disturbed(measurement))
+    if count * 3 < len(measurement.samples):
         return None
+    return f"the machine was busy: {_disturbed_samples(count, len(measurement.samples))}"
+
+
+def _disturbed_samples(count: int, total: int) -> str:
     return (
-        f"the machine was busy: {disturbed} of {len(measurement.samples)} samples had erratic "
-        "step times, a slow calibration or other processes taking the CPU"
+        f"{count} of {total} samples had erratic step times, a slow calibration or threads "
+        "kept waiting for the CPU"
     )
 
 
@@ -183,7 +194,7 @@ class _Throughput:
     comparison: Comparison
     verdict: Verdict
     notes: tuple[str, ...]
-    #: whether more samples could change the verdict (not when the machine was busy)
+    #: whether more samples could change the verdict (not when none of them was quiet)
     worth_remeasuring: bool
 
 
@@ -196,17 +207,17 @@ def _judge_throughput(
     notes: list[str] = []
     ratio = machine_ratio(measurement, baseline)
     items = (baseline.items_per_step, measurement.items_per_step)
-    by_share = {
-        share: compare_throughput(
-            baseline.step_time_s,
-            measurement.step_times,
-            settings,
-            (ratio or 1.0) ** share,
-            items=items,
-        )
-        for share in (SHARES if ratio is not None else (0.0,))
-    }
-    verdict = _holding({share: c.verdict for share, c in by_share.items()})
+
+    def over_shares(step_times: Sequence[float]) -> dict[float, Comparison]:
+        return {
+            share: compare_throughput(
+                baseline.step_time_s, step_times, settings, (ratio or 1.0) ** share, items=items
+            )
+            for share in (SHARES if ratio is not None else (0.0,))
+        }
+
+    by_share = over_shares(measurement.step_times)
+    verdict = _holding(_verdicts(by_share))
     # reported: after allowing for the drift, or as measured when the software changed (the
     # calibration itself may have changed then)
     reported = by_share[0.0 if software_changed or ratio is None else 1.0]
@@ -224,10 +235,28 @@ def _judge_throughput(
         notes.append(
             "software changed, so times are also compared as measured, without calibration"
         )
-    busy = disturbance(measurement)
-    if busy:
-        notes.append(f"{busy}: no throughput verdict")
-        verdict = Verdict.INCONCLUSIVE
+    flags = disturbed(measurement)
+    quiet = [t for t, flag in zip(measurement.step_times, flags, strict=True) if not flag]
+    count, total = sum(flags), len(flags)
+    if verdict is Verdict.REGRESSED and count:
+        # disturbed samples were slowed by the machine: only the quiet ones can show the code's
+        if quiet and _holding(_verdicts(over_shares(quiet))) is Verdict.REGRESSED:
+            notes.append(
+                f"{_disturbed_samples(count, total)}; the other {len(quiet)} alone show the "
+                "regression"
+            )
+        else:
+            verdict = Verdict.INCONCLUSIVE
+            others = {
+                0: "so none can show a regression",
+                1: "and the other one alone does not show a regression",
+            }.get(len(quiet), f"and the other {len(quiet)} alone do not show a regression")
+            notes.append(
+                f"the machine was busy: {_disturbed_samples(count, total)}, {others}: no "
+                "throughput verdict; re-run it when the machine is quieter"
+            )
+    elif count * 3 >= total:
+        notes.append(f"the machine was busy: {_disturbed_samples(count, total)}")
     problems = measurement.health_problems
     if problems:
         notes.append("untrustworthy GPU state: " + "; ".join(problems))
@@ -237,8 +266,12 @@ def _judge_throughput(
         comparison=reported,
         verdict=verdict,
         notes=tuple(notes),
-        worth_remeasuring=verdict is not Verdict.OK and not busy,
+        worth_remeasuring=verdict is not Verdict.OK and bool(quiet),
     )
+
+
+def _verdicts(by_share: dict[float, Comparison]) -> dict[float, Verdict]:
+    return {share: comparison.verdict for share, comparison in by_share.items()}
 
 
 def _holding(verdicts: dict[float, Verdict]) -> Verdict:
@@ -303,6 +336,6 @@ def decide(
 
 def wants_more_samples(decision: Decision) -> bool:
     """Re-measure before declaring a throughput regression or improvement, or giving up as
-    inconclusive; not when memory already regressed (it barely varies) or the machine was busy
-    (more samples would be as disturbed)."""
+    inconclusive; not when memory already regressed (it barely varies) or every sample was
+    disturbed (more samples would be as disturbed)."""
     return decision.remeasure

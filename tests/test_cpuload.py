@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -11,34 +12,54 @@ import pytest
 from pytest_cnnperf import cpuload
 from pytest_cnnperf.cpuload import CpuSnapshot
 
-pytestmark = pytest.mark.skipif(cpuload.snapshot() is None, reason="needs Linux's /proc/stat")
+pytestmark = pytest.mark.skipif(
+    cpuload.snapshot() is None, reason="needs Linux's /proc/stat and schedstat"
+)
 
 
-def test_contention_is_what_others_took_beyond_the_spare_cores(
+def test_contention_is_the_waiting_of_our_threads_and_our_share_of_the_steal(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr("os.cpu_count", lambda: 2)
-    before = CpuSnapshot(busy_s=100.0, own_s=10.0, wall_s=0.0)
-    # in 2 s: all CPUs busy for 4 s, 2 of them ours: others took one core
-    after = CpuSnapshot(busy_s=104.0, own_s=12.0, wall_s=2.0)
-    assert cpuload.contention(before, after, threads=2) == pytest.approx(1.0)
-    # with one thread of two cores, that core was spare: no contention
-    assert cpuload.contention(before, after, threads=1) == 0.0
+    before = CpuSnapshot(waited_s=1.0, stolen_s=5.0, wall_s=0.0)
+    # in 2 s: our threads waited 0.8 s, the hypervisor stole 0.2 s of the two cores
+    after = CpuSnapshot(waited_s=1.8, stolen_s=5.2, wall_s=2.0)
+    assert cpuload.contention(before, after, threads=2) == pytest.approx(0.4 + 0.1)
+    # one thread of two cores is hit by half the steal
+    assert cpuload.contention(before, after, threads=1) == pytest.approx(0.4 + 0.05)
     assert cpuload.contention(None, after, threads=2) is None
+    # a thread that ended between the snapshots took its waiting with it: never negative
+    ended = CpuSnapshot(waited_s=0.5, stolen_s=5.0, wall_s=2.0)
+    assert cpuload.contention(before, ended, threads=2) == 0.0
 
 
-def test_a_process_spinning_beside_us_shows_as_contention() -> None:
-    """A real competitor, measured: a spinning process while this one sleeps. Its share is
-    large and deterministic (a whole core); no timing is asserted."""
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+def _spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity")
+def test_a_process_spinning_on_our_core_shows_as_contention() -> None:
+    """A real competitor, measured: a spinning process pinned to the core this thread is pinned
+    to, so that the two share it. Their shares are large and deterministic (about half the
+    core); no timing is asserted."""
+    core = min(os.sched_getaffinity(0))
+    pinned = f"import os; os.sched_setaffinity(0, {{{core}}})\nwhile True: pass"
+    mask = os.sched_getaffinity(0)
+    spinner = subprocess.Popen([sys.executable, "-c", pinned])
     try:
-        time.sleep(0.3)  # let it start
+        os.sched_setaffinity(0, {core})
+        quiet = cpuload.snapshot()
+        time.sleep(0.3)  # sleeping: the spinner's core is not denied to us
+        asleep = cpuload.contention(quiet, cpuload.snapshot(), threads=1)
         before = cpuload.snapshot()
-        time.sleep(0.5)
-        taken = cpuload.contention(before, cpuload.snapshot(), threads=10_000)
+        _spin(0.5)
+        spinning = cpuload.contention(before, cpuload.snapshot(), threads=1)
     finally:
+        os.sched_setaffinity(0, mask)
         spinner.kill()
         spinner.wait()
-    # threads beyond the cores: nothing spare, so the spinner's core counts
-    assert taken is not None
-    assert taken > 0.5
+    assert asleep is not None and spinning is not None
+    assert asleep < 0.1
+    assert spinning > 0.25
