@@ -342,7 +342,7 @@ class ProcessSampler:
             reports = self.zygote.run(jobs, self.timeout)
             errors = [r for r in reports if r.error]
             if errors:
-                failed = min(errors, key=lambda r: math.inf if r.failed_at is None else r.failed_at)
+                failed = cause(errors)
                 ranks = target.world_size
                 where = f"rank {failed.rank} of {ranks}: " if ranks > 1 else ""
                 raise BenchmarkError(where + str(failed.error))
@@ -351,6 +351,17 @@ class ProcessSampler:
                 raise BenchmarkError("the sample process sent no measurement")
             measured.append(first)
         return measured
+
+
+def cause(errors: list[ChildReport]) -> ChildReport:
+    """Of the failed processes of one sample (the first to exit first), the one whose error
+    caused the others'. A process that died without reporting its error (a crash, a kill) died
+    the moment it failed, so when the first to exit did, it is the cause; otherwise the earliest
+    reported failure is, since the ranks it left waiting exit in any order."""
+    first = errors[0]
+    if first.failed_at is None:
+        return first
+    return min((e for e in errors if e.failed_at is not None), key=lambda e: e.failed_at or 0.0)
 
 
 # ---- inside the zygote ----

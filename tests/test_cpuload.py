@@ -60,6 +60,7 @@ def test_a_process_spinning_on_our_core_shows_as_contention() -> None:
         os.sched_setaffinity(0, mask)
         spinner.kill()
         spinner.wait()
-    assert asleep is not None and spinning is not None
+    assert asleep is not None
+    assert spinning is not None
     assert asleep < 0.1
     assert spinning > 0.25

@@ -204,3 +204,18 @@ def test_zoo_runs_with_small_settings(pytester: pytest.Pytester, tmp_path: Path)
         ]
     )
     result.stdout.fnmatch_lines(["new*test_train[[]resnet18-bf16[]]*resnet18 bs=2 32x32 amp=bf16*"])
+
+
+def test_the_failure_that_caused_the_others_is_reported() -> None:
+    """Ranks of a data-parallel step fail together: the report names the cause."""
+    from pytest_cnnperf.sampling import ChildReport, cause
+
+    crashed = ChildReport(error="killed by signal 11 (SIGSEGV)", rank=1)
+    waited = ChildReport(error="Connection closed by peer", rank=0, failed_at=20.0)
+    # a crash writes no time: exiting first, it is the cause of the later, timed failure
+    assert cause([crashed, waited]) is crashed
+    raised = ChildReport(error="RuntimeError: shapes differ", rank=1, failed_at=10.0)
+    # timed failures: the earliest, whichever process exited first
+    assert cause([waited, raised]) is raised
+    # stopped after the grace period: no time, and not the first to exit
+    assert cause([raised, ChildReport(error="stopped", rank=0)]) is raised
