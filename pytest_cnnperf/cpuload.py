@@ -1,12 +1,17 @@
-"""How much CPU time a sample's own threads were denied while it ran.
+"""How much CPU time other processes denied a sample's threads while it ran.
 
-Two Linux counters, both cumulative: every thread's time spent runnable but waiting for a core
-(``/proc/self/task/<tid>/schedstat``, its second field), and the time the hypervisor gave the
-machine's virtual CPUs to other machines (steal, in ``/proc/stat``). On a 2-core runner another
-process that keeps one core busy halves a 2-thread train step without making its steps erratic or
-slowing the short calibration workload, so the samples must say it themselves. Counting the
-benchmark's own waiting, not others' CPU time, counts only the competition that reached it: a
-busy neighbour beside a benchmark that sleeps, or that leaves cores free, does not count.
+Three Linux counters, all cumulative: every thread's time spent runnable but waiting for a core
+(``/proc/self/task/<tid>/schedstat``, its second field), the time all CPUs were busy, including
+the time the hypervisor gave the machine's virtual CPUs to other machines (steal, in
+``/proc/stat``), and this process's own CPU time. On a 2-core runner another process that keeps
+one core busy halves a 2-thread train step without making its steps erratic or slowing the short
+calibration workload, so the samples must say it themselves.
+
+The denial is the benchmark's threads' waiting plus their share of the steal, but no more than
+others took: counting the benchmark's own waiting, not others' CPU time alone, leaves out a busy
+neighbour beside a benchmark that sleeps or leaves cores free; capping it at others' CPU time
+leaves out the benchmark's threads waiting for each other (on an idle 2-core machine, a tiny
+2-thread model that sleeps between steps waits up to 0.1 core for its own threads).
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-#: /proc/stat's steal column after the "cpu" label
+#: /proc/stat's columns after the "cpu" label: busy ones (user, nice, system, irq, softirq, steal;
+#: guest time is counted in user already, idle and iowait are not busy) and steal
+_BUSY_FIELDS = (0, 1, 2, 5, 6, 7)
 _STEAL_FIELD = 7
 
 
@@ -24,8 +31,11 @@ _STEAL_FIELD = 7
 class CpuSnapshot:
     #: this process's threads' time waiting for a core, summed
     waited_s: float
-    #: the whole machine's steal time
+    #: the whole machine's busy time, and of it, the steal
+    busy_s: float
     stolen_s: float
+    #: this process's CPU time
+    own_s: float
     wall_s: float
 
 
@@ -33,13 +43,16 @@ def snapshot() -> CpuSnapshot | None:
     """The counters now; ``None`` where Linux does not keep them."""
     try:
         with open("/proc/stat", encoding="ascii") as stat:
-            stolen = int(stat.readline().split()[1:][_STEAL_FIELD])
+            fields = [int(field) for field in stat.readline().split()[1:]]
         waited_ns = sum(_waited_ns(task) for task in Path("/proc/self/task").iterdir())
     except (OSError, ValueError, IndexError):
         return None
+    tick = os.sysconf("SC_CLK_TCK")
     return CpuSnapshot(
         waited_s=waited_ns / 1e9,
-        stolen_s=stolen / os.sysconf("SC_CLK_TCK"),
+        busy_s=sum(fields[i] for i in _BUSY_FIELDS) / tick,
+        stolen_s=fields[_STEAL_FIELD] / tick,
+        own_s=time.process_time(),
         wall_s=time.perf_counter(),
     )
 
@@ -52,15 +65,17 @@ def _waited_ns(task: Path) -> int:
 
 
 def contention(before: CpuSnapshot | None, after: CpuSnapshot | None, threads: int) -> float | None:
-    """Cores' worth of CPU time a process running ``threads`` threads was denied between two
-    snapshots: its threads' waiting plus its share of the steal (the steal of ``threads`` of the
-    machine's cores). 0.0 on a quiet machine; about 0.5 for a 2-thread train step beside a
-    process that keeps one core of two busy."""
+    """Cores' worth of CPU time other processes denied a process running ``threads`` threads
+    between two snapshots: its threads' waiting plus their share of the steal (the steal of
+    ``threads`` of the machine's cores), capped at the CPU time others took. 0.0 on a quiet
+    machine; about 0.5 for a 2-thread train step beside a process that keeps one core of two
+    busy."""
     if before is None or after is None or after.wall_s <= before.wall_s:
         return None
     wall = after.wall_s - before.wall_s
     cores = os.cpu_count() or threads
     waited = (after.waited_s - before.waited_s) / wall
     stolen = (after.stolen_s - before.stolen_s) / wall * min(threads, cores) / cores
-    # a thread that ended between the snapshots takes its waiting with it
-    return max(0.0, waited + stolen)
+    others = ((after.busy_s - before.busy_s) - (after.own_s - before.own_s)) / wall
+    # a thread that ended between the snapshots takes its waiting with it: never below 0
+    return max(0.0, min(waited + stolen, others))

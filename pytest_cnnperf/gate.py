@@ -20,11 +20,12 @@ after dividing by ``m``, or as measured when the software differs (a torch, CUDA
 upgrade may have changed the calibration itself). A regression measured while the GPU reported
 throttling or other processes is inconclusive too.
 
-The machine's neighbours. A sample shows that something else ran during it when its steps were
-erratic, its calibration far slower than the run's others, or its threads were denied a tenth of a
-core or more (waiting for a core, or stolen by the hypervisor). Such a sample can only have been
-slowed: it counts towards "ok" and "improved", but a regression must show in the other samples
-alone. A run in which every sample was disturbed cannot regress.
+The machine's neighbours. A sample shows that something else ran during it when its calibration
+was far slower than the run's others, or its threads were denied a tenth of a core or more by
+other processes or the hypervisor (CPU runs on Linux; elsewhere, when its steps were erratic
+instead). Such a sample can only have been slowed: it counts towards "ok" and "improved", but a
+regression must show in the other samples alone. A run in which every sample was disturbed
+cannot regress.
 
 Memory is nearly deterministic: it regressed when it grew past its threshold (and a small absolute
 slack) with every current sample above every baseline sample.
@@ -136,12 +137,18 @@ BUSY_CORES = 0.1
 
 
 def disturbed(measurement: Measurement) -> tuple[bool, ...]:
-    """For each sample, whether something else ran during it: erratic step times, a slow
-    calibration or its threads denied the CPU."""
+    """For each sample, whether something else ran during it: a slow calibration, and its threads
+    denied the CPU where that is measured (CPU runs on Linux), erratic step times where it is not.
+    Erratic steps are only a clue: a tiny 2-thread model that sleeps between steps alternates 31
+    and 41 ms steps on an idle machine, its threads waiting for each other."""
     calibrations = measurement.calibrations
     typical = stats.median(calibrations) if calibrations else None
     return tuple(
-        (len(s.step_times_s) >= 4 and Spread.of(s.step_times_s).relative_iqr > ERRATIC_SPREAD)
+        (
+            s.cpu_contention is None
+            and len(s.step_times_s) >= 4
+            and Spread.of(s.step_times_s).relative_iqr > ERRATIC_SPREAD
+        )
         or (
             typical is not None
             and s.calibration_s is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -17,19 +18,23 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def test_contention_is_the_waiting_of_our_threads_and_our_share_of_the_steal(
+def test_contention_is_our_threads_waiting_and_steal_up_to_what_others_took(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr("os.cpu_count", lambda: 2)
-    before = CpuSnapshot(waited_s=1.0, stolen_s=5.0, wall_s=0.0)
-    # in 2 s: our threads waited 0.8 s, the hypervisor stole 0.2 s of the two cores
-    after = CpuSnapshot(waited_s=1.8, stolen_s=5.2, wall_s=2.0)
+    before = CpuSnapshot(waited_s=1.0, busy_s=100.0, stolen_s=5.0, own_s=10.0, wall_s=0.0)
+    # in 2 s: our threads waited 0.8 s, the hypervisor stole 0.2 s of the two cores, and all CPUs
+    # were busy 4 s, 2 of them ours: others took one core
+    after = CpuSnapshot(waited_s=1.8, busy_s=104.0, stolen_s=5.2, own_s=12.0, wall_s=2.0)
     assert cpuload.contention(before, after, threads=2) == pytest.approx(0.4 + 0.1)
     # one thread of two cores is hit by half the steal
     assert cpuload.contention(before, after, threads=1) == pytest.approx(0.4 + 0.05)
     assert cpuload.contention(None, after, threads=2) is None
+    # waiting while nobody else ran: our threads waited for each other
+    alone = dataclasses.replace(after, busy_s=102.0, stolen_s=5.0)
+    assert cpuload.contention(before, alone, threads=2) == 0.0
     # a thread that ended between the snapshots took its waiting with it: never negative
-    ended = CpuSnapshot(waited_s=0.5, stolen_s=5.0, wall_s=2.0)
+    ended = dataclasses.replace(after, waited_s=0.5)
     assert cpuload.contention(before, ended, threads=2) == 0.0
 
 

@@ -281,6 +281,16 @@ def test_a_regression_must_show_in_the_samples_the_machine_did_not_disturb() -> 
     )
 
 
+def test_erratic_steps_are_no_disturbance_where_the_cpu_time_denied_is_measured() -> None:
+    """On Linux CPU runs the samples say how much CPU others took from them: uneven steps
+    without it are the benchmark's own (its threads waiting for each other)."""
+    uneven = disturb(measurement(times(6, 0.060, seed=2)), 6, cpu_contention=0.0)
+    uneven = disturb(uneven, 5, step_times_s=(0.03, 0.06, 0.03, 0.06, 0.03, 0.06))
+    decision = gate.decide(uneven, ENV, BASE, SETTINGS)
+    assert decision.verdict is Verdict.REGRESSED
+    assert not any("samples had" in note for note in decision.notes)
+
+
 def test_steady_contention_for_the_cores_gives_no_regression() -> None:
     """Another process on one core of two: the steps are twice as slow but steady, and the short
     calibration does not notice; the samples' CPU accounting does."""
