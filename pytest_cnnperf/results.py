@@ -126,8 +126,8 @@ class Sample:
     in_process: bool = False
     #: data-parallel runs: the step time of one rank alone, measured in the same process
     single_rank_step_s: float | None = None
-    #: CPU runs: cores' worth of CPU time this process's threads were denied during the timed
-    #: steps (waiting for a core, or stolen by the hypervisor); ``None`` off Linux
+    #: CPU runs: cores' worth of CPU time other processes and the hypervisor denied this
+    #: process's threads during the timed steps (see ``cpuload``); ``None`` off Linux
     cpu_contention: float | None = None
 
 
