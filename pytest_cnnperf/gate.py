@@ -132,7 +132,7 @@ ERRATIC_SPREAD = 0.25
 SLOW_CALIBRATION = 1.5
 #: and one whose threads were denied this many cores' worth of CPU time (see ``cpuload``): a
 #: 2-thread train step beside a process that keeps one core of two busy is denied about 0.5,
-#: a quiet machine's samples less than 0.02
+#: a quiet machine's samples at most 0.03
 BUSY_CORES = 0.1
 
 
@@ -262,8 +262,8 @@ def _judge_throughput(
                 f"the machine was busy: {_disturbed_samples(count, total)}, {others}: no "
                 "throughput verdict; re-run it when the machine is quieter"
             )
-    elif count * 3 >= total:
-        notes.append(f"the machine was busy: {_disturbed_samples(count, total)}")
+    elif busy := disturbance(measurement):
+        notes.append(busy)
     problems = measurement.health_problems
     if problems:
         notes.append("untrustworthy GPU state: " + "; ".join(problems))
