@@ -19,15 +19,13 @@ import os
 import re
 import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import serde
-from .results import BenchConfig, Environment
+from . import formats
+from .results import BaselineEntry, BaselineFile
 
-SCHEMA = "pytest-cnnperf/baseline"
-SCHEMA_VERSION = 1
 SIGNIFICANT_DIGITS = 5
 
 
@@ -43,54 +41,9 @@ class BaselineFileError(Exception):
         )
 
 
-@dataclass(frozen=True)
-class BaselineEntry:
-    """One benchmark's baseline: its configuration, environment and per-sample figures."""
-
-    recorded: str
-    config: BenchConfig
-    environment: Environment
-    items_per_step: int
-    step_time_s: tuple[float, ...]
-    calibration_s: tuple[float, ...] = ()
-    peak_allocated_bytes: tuple[int, ...] = ()
-    peak_reserved_bytes: int | None = None
-    memory_source: str | None = None
-    phases_s: dict[str, float] = field(default_factory=dict)
-    cold_step_s: float | None = None
-    in_process: bool = False
-
-    @property
-    def items_per_second(self) -> float:
-        ordered = sorted(self.step_time_s)
-        middle = len(ordered) // 2
-        median = (
-            ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-        )
-        return self.items_per_step / median
-
-
-@dataclass(frozen=True)
-class BaselineFile:
-    schema: str
-    schema_version: int
-    machine: str
-    entries: dict[str, dict[str, BaselineEntry]]
-
-
-def module_key(parts: Iterable[str]) -> str:
-    """A relative path for a module's baseline file from its path components, with anything
-    outside ``[A-Za-z0-9._-]`` replaced, so no test id can make a strange file name."""
-    cleaned = []
-    for part in parts:
-        safe = re.sub(r"[^A-Za-z0-9._-]", "_", part).strip(".") or "_"
-        cleaned.append(safe)
-    return "/".join(cleaned)
-
-
 def render(document: BaselineFile) -> str:
     """Stable, diff-friendly JSON: sorted keys, rounded numbers, number lists on one line."""
-    text = json.dumps(_rounded(serde.to_data(document)), indent=2, sort_keys=True)
+    text = json.dumps(_rounded(formats.BASELINE.dump(document)), indent=2, sort_keys=True)
     return re.sub(r"\[\s+([-+0-9.eE,\s]+?)\s+\]", _one_line, text) + "\n"
 
 
@@ -114,22 +67,29 @@ def parse(text: str, path: Path, machine: str | None = None) -> BaselineFile:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BaselineFileError(path, f"it is not valid JSON ({exc})") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+    schema = formats.BASELINE.schema
+    if not isinstance(data, dict) or data.get("schema") != schema:
         raise BaselineFileError(
-            path, f'it is not a pytest-cnnperf baseline file (it lacks "schema": "{SCHEMA}")'
+            path, f'it is not a pytest-cnnperf baseline file (it lacks "schema": "{schema}")'
         )
-    problem = serde.version_problem(data, SCHEMA_VERSION)
+    problem = formats.BASELINE.version_problem(data)
     if problem:
         raise BaselineFileError(path, problem)
     try:
-        document = serde.from_data(BaselineFile, data, "file")
-    except serde.DataError as exc:
+        document = formats.BASELINE.load(data)
+    except formats.DataError as exc:
         raise BaselineFileError(path, f"it is malformed: {exc}") from None
     if machine is not None and document.machine != machine:
         raise BaselineFileError(
             path, f"it holds baselines of machine {document.machine!r}, not {machine!r}"
         )
     return document
+
+
+def safe_name(part: str) -> str:
+    """A path component with anything outside ``[A-Za-z0-9._-]`` replaced, so that no test id
+    or machine name can make a strange file name."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", part).strip(".") or "_"
 
 
 def _lock_path(path: Path) -> Path:
@@ -154,7 +114,7 @@ class BaselineStore:
         self._cache: dict[Path, BaselineFile | BaselineFileError | None] = {}
 
     def path(self, machine: str, module: str) -> Path:
-        return self.root / module_key([machine]) / f"{module}.json"
+        return self.root / safe_name(machine) / f"{module}.json"
 
     def load(self, path: Path, machine: str | None = None) -> BaselineFile | None:
         """The file at ``path``, ``None`` if there is none; raises ``BaselineFileError``."""
@@ -207,7 +167,7 @@ class BaselineStore:
             for test, keys in updates.items():
                 entries.setdefault(test, {}).update(keys)
                 written += len(keys)
-            document = BaselineFile(SCHEMA, SCHEMA_VERSION, machine, entries)
+            document = BaselineFile(machine, entries)
             _write_atomically(path, render(document))
             self._cache[path] = document
         return SaveOutcome(path=path, written=written, removed=removed)

@@ -14,8 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from . import config as options
-from . import units
+from . import settings, units
 from .reports.records import FileProblem, Loaded, Record, baselines_of, load, match
 from .results import Verdict
 
@@ -26,12 +25,7 @@ class Problem(Exception):
     """Something the command cannot do with what it was given; exit status 2."""
 
 
-def _fraction(text: str) -> float:
-    try:
-        return options.parse_fraction(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
+_fraction = settings.argtype(settings.THRESHOLD.parse)
 
 FAIL_ON = "--fail-on-regression"
 
@@ -48,7 +42,7 @@ def _with_bare_flags(argv: Sequence[str]) -> list[str]:
         if arg == FAIL_ON:
             following = argv[i + 1] if i + 1 < len(argv) else ""
             try:
-                options.parse_fraction(following)
+                settings.THRESHOLD.parse(following)
             except ValueError:
                 arg += "="
         out.append(arg)
@@ -89,8 +83,10 @@ def parser() -> argparse.ArgumentParser:
         "--threshold",
         metavar="PCT",
         type=_fraction,
-        help="Throughput loss that counts as a regression, e.g. 10%%. Default: 5%% on CUDA, "
-        "10%% on the CPU",
+        help=(
+            "Throughput loss that counts as a regression, e.g. 10%. Default: "
+            f"{settings.THRESHOLD.default_text()} (by the device of NEW)"
+        ).replace("%", "%%"),
     )
     compare.add_argument(
         "--fail-on-regression",

@@ -1,13 +1,29 @@
-"""The words a benchmark's reader gets: failure messages and one-line verdict explanations."""
+"""The words a benchmark's reader gets: failure messages, one-line verdict explanations, and
+the gate's reasons (``results.Reason``) as sentences."""
 
 from __future__ import annotations
 
 import os
 import shlex
-import traceback
 
 from . import units
-from .results import BenchmarkResult, Comparison, Verdict
+from .results import (
+    BenchmarkResult,
+    Comparison,
+    Decision,
+    Disturbance,
+    Disturbed,
+    MachineDrift,
+    NoBaseline,
+    Reason,
+    Remark,
+    SamplingChanged,
+    SoftwareChanged,
+    UntrustworthyGpu,
+    Verdict,
+)
+
+NO_BASELINE = "no baseline"
 
 
 def display_path(path: os.PathLike[str] | str) -> str:
@@ -84,9 +100,8 @@ def failure(result: BenchmarkResult, alpha: float) -> str:
             lines += ["  " + line for line in comparison_lines(comparison, unit, alpha)]
     for change in decision.environment_changes:
         lines.append(f"  environment changed: {change}")
-    for note in decision.notes:
-        if note != "no baseline":
-            lines.append(f"  note: {note}")
+    for note in notes(decision):
+        lines.append(f"  note: {note}")
     if decision.baseline_file and decision.verdict is not Verdict.NEW:
         lines.append(f"  baseline    {decision.baseline_file}")
     if decision.verdict is Verdict.INCONCLUSIVE:
@@ -118,14 +133,73 @@ def headline(result: BenchmarkResult) -> str:
     return text
 
 
-def describe_error(exc: BaseException) -> str:
-    """The exception and where in the user's code it came from, without torch's frames."""
-    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    frames = traceback.extract_tb(exc.__traceback__)
-    ours = os.path.dirname(__file__)
-    torch_dir = f"{os.sep}torch{os.sep}"
-    user = [f for f in frames if not f.filename.startswith(ours) and torch_dir not in f.filename]
-    if user:
-        frame = user[-1]
-        text += f" (raised at {display_path(frame.filename)}:{frame.lineno} in {frame.name})"
-    return text
+def _machine(ratio: float) -> str:
+    if ratio >= 1:
+        return f"the machine ran {ratio - 1:.0%} slower than when the baseline was recorded"
+    return f"the machine ran {1 / ratio - 1:.0%} faster than when the baseline was recorded"
+
+
+def _disturbed_samples(count: int, total: int) -> str:
+    return (
+        f"{count} of {total} samples had erratic step times, a slow calibration or threads "
+        "kept waiting for the CPU"
+    )
+
+
+def _disturbed(reason: Disturbed) -> str:
+    samples = _disturbed_samples(reason.count, reason.total)
+    quiet = reason.total - reason.count
+    if reason.effect is Disturbance.QUIET_REGRESSED:
+        return f"{samples}; the other {quiet} alone show the regression"
+    if reason.effect is Disturbance.NO_VERDICT:
+        others = {
+            0: "so none can show a regression",
+            1: "and the other one alone does not show a regression",
+        }.get(quiet, f"and the other {quiet} alone do not show a regression")
+        return (
+            f"the machine was busy: {samples}, {others}: no throughput verdict; re-run it when "
+            "the machine is quieter"
+        )
+    if reason.effect is Disturbance.RECORDED:
+        return f"the machine was busy: {samples}; record it again on a quiet machine"
+    return f"the machine was busy: {samples}"
+
+
+def reason_text(reason: Reason) -> str:
+    """One of the gate's reasons as a sentence."""
+    if isinstance(reason, MachineDrift):
+        if reason.verdicts is None:
+            return f"{_machine(reason.ratio)}; throughput compared after allowing for it"
+        measured, allowed, twice = reason.verdicts
+        return (
+            f"{_machine(reason.ratio)} (calibration workload), and the verdict depends on how "
+            f"much of that reached this benchmark: {measured} as measured, {allowed} allowing "
+            f"for all of it, {twice} for twice it; re-run it when the machine is as fast as when "
+            "the baseline was recorded"
+        )
+    if isinstance(reason, SoftwareChanged):
+        return "software changed, so times are also compared as measured, without calibration"
+    if isinstance(reason, Disturbed):
+        return _disturbed(reason)
+    if isinstance(reason, UntrustworthyGpu):
+        return "untrustworthy GPU state: " + "; ".join(reason.problems)
+    if isinstance(reason, SamplingChanged):
+        where = {True: "inside one process", False: "in separate processes"}
+        return (
+            f"the baseline's samples were taken {where[reason.baseline_in_process]}, these "
+            f"{where[reason.current_in_process]}"
+        )
+    if isinstance(reason, NoBaseline):
+        return NO_BASELINE
+    return reason.text
+
+
+def notes(decision: Decision) -> list[str]:
+    """The reasons worth a note beside a verdict (that there is no baseline goes without
+    saying next to "new")."""
+    return [
+        reason_text(reason)
+        for reason in decision.reasons
+        if not isinstance(reason, NoBaseline)
+        and not (isinstance(reason, Remark) and reason.text == NO_BASELINE)
+    ]

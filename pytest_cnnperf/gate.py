@@ -38,9 +38,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from . import stats
-from .baseline import BaselineEntry
 from .policy import GatePolicy
-from .results import Comparison, Decision, Environment, Measurement, Spread, Verdict
+from .results import (
+    BaselineEntry,
+    Comparison,
+    Decision,
+    Disturbance,
+    Disturbed,
+    Environment,
+    MachineDrift,
+    Measurement,
+    NoBaseline,
+    Reason,
+    SamplingChanged,
+    SoftwareChanged,
+    Spread,
+    UntrustworthyGpu,
+    Verdict,
+)
 
 
 @dataclass(frozen=True)
@@ -159,20 +174,10 @@ def disturbed(measurement: Measurement) -> tuple[bool, ...]:
     )
 
 
-def disturbance(measurement: Measurement) -> str | None:
-    """What a saved measurement's reader should know when a third of its samples or more were
-    disturbed; ``None`` when the machine looked quiet."""
-    count = sum(disturbed(measurement))
-    if count * 3 < len(measurement.samples):
-        return None
-    return f"the machine was busy: {_disturbed_samples(count, len(measurement.samples))}"
-
-
-def _disturbed_samples(count: int, total: int) -> str:
-    return (
-        f"{count} of {total} samples had erratic step times, a slow calibration or threads "
-        "kept waiting for the CPU"
-    )
+def mostly(count: int, total: int) -> bool:
+    """Whether ``count`` disturbed samples of ``total`` are a third or more: enough that a
+    reader of the figures should know."""
+    return count * 3 >= total
 
 
 def machine_ratio(measurement: Measurement, baseline: BaselineEntry) -> float | None:
@@ -190,17 +195,11 @@ def machine_ratio(measurement: Measurement, baseline: BaselineEntry) -> float | 
 SHARES = (0.0, 1.0, 2.0)
 
 
-def _describe_machine(ratio: float) -> str:
-    if ratio >= 1:
-        return f"the machine ran {ratio - 1:.0%} slower than when the baseline was recorded"
-    return f"the machine ran {1 / ratio - 1:.0%} faster than when the baseline was recorded"
-
-
 @dataclass(frozen=True)
 class _Throughput:
     comparison: Comparison
     verdict: Verdict
-    notes: tuple[str, ...]
+    reasons: tuple[Reason, ...]
     #: whether more samples could change the verdict (not when none of them was quiet)
     worth_remeasuring: bool
 
@@ -211,7 +210,7 @@ def _judge_throughput(
     settings: GateSettings,
     software_changed: bool,
 ) -> _Throughput:
-    notes: list[str] = []
+    reasons: list[Reason] = []
     ratio = machine_ratio(measurement, baseline)
     items = (baseline.items_per_step, measurement.items_per_step)
 
@@ -229,50 +228,32 @@ def _judge_throughput(
     # calibration itself may have changed then)
     reported = by_share[0.0 if software_changed or ratio is None else 1.0]
     if ratio is not None and not software_changed and abs(ratio - 1) >= 0.02:
-        if verdict is Verdict.INCONCLUSIVE and reported.verdict is not Verdict.INCONCLUSIVE:
-            notes.append(
-                f"{_describe_machine(ratio)} (calibration workload), and the verdict depends on "
-                f"how much of that reached this benchmark: {by_share[0.0].verdict} as measured, "
-                f"{by_share[1.0].verdict} allowing for all of it, {by_share[2.0].verdict} for "
-                "twice it; re-run it when the machine is as fast as when the baseline was recorded"
-            )
-        else:
-            notes.append(f"{_describe_machine(ratio)}; throughput compared after allowing for it")
+        split = verdict is Verdict.INCONCLUSIVE and reported.verdict is not Verdict.INCONCLUSIVE
+        verdicts = (by_share[0.0].verdict, by_share[1.0].verdict, by_share[2.0].verdict)
+        reasons.append(MachineDrift(ratio, verdicts if split else None))
     if software_changed and ratio is not None:
-        notes.append(
-            "software changed, so times are also compared as measured, without calibration"
-        )
+        reasons.append(SoftwareChanged())
     flags = disturbed(measurement)
     quiet = [t for t, flag in zip(measurement.step_times, flags, strict=True) if not flag]
     count, total = sum(flags), len(flags)
     if verdict is Verdict.REGRESSED and count:
         # disturbed samples were slowed by the machine: only the quiet ones can show the code's
         if quiet and _holding(_verdicts(over_shares(quiet))) is Verdict.REGRESSED:
-            notes.append(
-                f"{_disturbed_samples(count, total)}; the other {len(quiet)} alone show the "
-                "regression"
-            )
+            reasons.append(Disturbed(count, total, Disturbance.QUIET_REGRESSED))
         else:
             verdict = Verdict.INCONCLUSIVE
-            others = {
-                0: "so none can show a regression",
-                1: "and the other one alone does not show a regression",
-            }.get(len(quiet), f"and the other {len(quiet)} alone do not show a regression")
-            notes.append(
-                f"the machine was busy: {_disturbed_samples(count, total)}, {others}: no "
-                "throughput verdict; re-run it when the machine is quieter"
-            )
-    elif busy := disturbance(measurement):
-        notes.append(busy)
+            reasons.append(Disturbed(count, total, Disturbance.NO_VERDICT))
+    elif mostly(count, total):
+        reasons.append(Disturbed(count, total, Disturbance.NOTED))
     problems = measurement.health_problems
     if problems:
-        notes.append("untrustworthy GPU state: " + "; ".join(problems))
+        reasons.append(UntrustworthyGpu(problems))
         if verdict is Verdict.REGRESSED:
             verdict = Verdict.INCONCLUSIVE
     return _Throughput(
         comparison=reported,
         verdict=verdict,
-        notes=tuple(notes),
+        reasons=tuple(reasons),
         worth_remeasuring=verdict is not Verdict.OK and bool(quiet),
     )
 
@@ -308,22 +289,18 @@ def decide(
             verdict=Verdict.NEW,
             failed=settings.strict,
             baseline_file=baseline_file,
-            notes=("no baseline",),
+            reasons=(NoBaseline(),),
         )
     changes = environment.changes_from(baseline.environment)
     throughput = _judge_throughput(measurement, baseline, settings, bool(changes))
-    notes = list(throughput.notes)
+    reasons = list(throughput.reasons)
     memory = None
     current_memory = [s.memory.allocated_bytes for s in measurement.samples if s.memory]
     if baseline.peak_allocated_bytes and current_memory:
         memory = compare_memory(baseline.peak_allocated_bytes, current_memory, settings)
     verdict = combine(throughput.verdict, *([memory.verdict] if memory else []))
     if measurement.in_process != baseline.in_process:
-        where = {True: "inside one process", False: "in separate processes"}
-        notes.append(
-            f"the baseline's samples were taken {where[baseline.in_process]}, these "
-            f"{where[measurement.in_process]}"
-        )
+        reasons.append(SamplingChanged(baseline.in_process, measurement.in_process))
     failed = verdict is Verdict.REGRESSED or (
         settings.strict and (verdict is Verdict.INCONCLUSIVE or bool(changes))
     )
@@ -334,7 +311,7 @@ def decide(
         memory=memory,
         machine_speed=machine_ratio(measurement, baseline),
         environment_changes=changes,
-        notes=tuple(notes),
+        reasons=tuple(reasons),
         baseline_file=baseline_file,
         failed=failed,
         remeasure=throughput.worth_remeasuring and not memory_regressed,

@@ -106,3 +106,28 @@ def _crop_size(name: str) -> tuple[int, int]:
         return _size(int(transforms.keywords["crop_size"]))
     except (KeyError, AttributeError, ValueError, TypeError):
         return (224, 224)
+
+
+class ModelFactory:
+    """``model_factory("resnet50", num_classes=10)``: a model with random weights, on no device
+    (the ``model_factory`` fixture)."""
+
+    def __init__(self, registry: ModelRegistry) -> None:
+        self.registry = registry
+
+    def __call__(self, name: str, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        import pytest
+
+        try:
+            return self.registry.build(name, **kwargs)
+        except UnknownModelError as exc:
+            problem = str(exc)
+        pytest.fail(f"cnnperf: {problem}", pytrace=False)
+
+    def image_size(self, name: str) -> tuple[int, int]:
+        """The model's usual input size, e.g. ``(299, 299)`` for ``inception_v3``."""
+        return self.registry.spec(name).image_size
+
+    def names(self) -> list[str]:
+        return self.registry.names()

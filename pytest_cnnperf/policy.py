@@ -1,28 +1,18 @@
 """How hard to measure and how strictly to judge, per device and effort level.
 
-All the tuned numbers live here. The CPU figures were chosen with ``scripts/gate-quality``
-on a 2-core shared machine (README, "How good is the gate"); the GPU figures follow the
-methodology notes: a GPU is far quieter between processes, so fewer samples and a tighter
-threshold suffice.
+The tuned numbers that are not settings live here; those a user can set (thresholds, samples,
+seconds of timed steps) are rows of :mod:`pytest_cnnperf.settings`, with their defaults per
+device. The CPU figures were chosen with ``scripts/gate-quality`` on a 2-core shared machine
+(README, "How good is the gate"); the GPU figures follow the methodology notes: a GPU is far
+quieter between processes, so fewer samples and a tighter threshold suffice.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import enum
 from dataclasses import dataclass
 
-
-class Effort(str, enum.Enum):
-    """How much measuring a benchmark gets: ``quick`` for a smoke run, ``thorough`` for release
-    gates on noisy runners."""
-
-    QUICK = "quick"
-    STANDARD = "standard"
-    THOROUGH = "thorough"
-
-    def __str__(self) -> str:
-        return self.value
+from .settings import MIN_TIME, SAMPLES, Effort
 
 
 @dataclass(frozen=True)
@@ -51,13 +41,16 @@ class SamplingPolicy:
     #: samples that also measure peak memory (it barely varies; each pass costs steps)
     memory_samples: int = 3
 
+    @classmethod
+    def of(cls, samples: int) -> SamplingPolicy:
+        """``samples`` at the first look, twice as many to re-measure or save."""
+        return cls(samples, max_samples=2 * samples, save_samples=2 * samples)
+
 
 @dataclass(frozen=True)
 class GatePolicy:
-    """The thresholds and confidence the gate decides with."""
+    """The confidence the gate decides with (the thresholds are settings)."""
 
-    throughput_threshold: float
-    memory_threshold: float
     #: one-sided significance level for "regressed" / "improved"
     alpha: float
     #: one-sided confidence for "ok": the slowdown is below the threshold with this confidence
@@ -73,8 +66,8 @@ class DevicePolicy:
     gate: GatePolicy
 
 
-CPU = DevicePolicy(
-    timing=TimingPolicy(
+_TIMING = {
+    "cpu": TimingPolicy(
         warmup_min_steps=3,
         warmup_max_steps=30,
         warmup_max_s=3.0,
@@ -82,20 +75,9 @@ CPU = DevicePolicy(
         warmup_window=3,
         min_steps=6,
         max_steps=60,
-        min_time_s=0.4,
+        min_time_s=MIN_TIME.default_for("cpu") or 0.4,
     ),
-    sampling=SamplingPolicy(samples=6, max_samples=12, save_samples=12),
-    gate=GatePolicy(
-        throughput_threshold=0.10,
-        memory_threshold=0.05,
-        alpha=0.01,
-        ok_confidence=0.90,
-        memory_slack_bytes=1 << 20,
-    ),
-)
-
-CUDA = DevicePolicy(
-    timing=TimingPolicy(
+    "cuda": TimingPolicy(
         warmup_min_steps=5,
         warmup_max_steps=200,
         warmup_max_s=20.0,
@@ -103,32 +85,45 @@ CUDA = DevicePolicy(
         warmup_window=5,
         min_steps=20,
         max_steps=500,
-        min_time_s=1.0,
+        min_time_s=MIN_TIME.default_for("cuda") or 1.0,
     ),
-    sampling=SamplingPolicy(samples=3, max_samples=6, save_samples=6),
-    gate=GatePolicy(
-        throughput_threshold=0.05,
-        memory_threshold=0.05,
-        alpha=0.01,
-        ok_confidence=0.90,
-        memory_slack_bytes=16 << 20,
-    ),
-)
+}
+_GATE = {
+    "cpu": GatePolicy(alpha=0.01, ok_confidence=0.90, memory_slack_bytes=1 << 20),
+    "cuda": GatePolicy(alpha=0.01, ok_confidence=0.90, memory_slack_bytes=16 << 20),
+}
+
+
+def _kind(device_type: str) -> str:
+    return "cuda" if device_type == "cuda" else "cpu"
+
+
+def gate_policy(device_type: str) -> GatePolicy:
+    return _GATE[_kind(device_type)]
 
 
 def for_device(device_type: str) -> DevicePolicy:
-    return CUDA if device_type == "cuda" else CPU
+    """The policy of a device at the default settings."""
+    kind = _kind(device_type)
+    return DevicePolicy(
+        timing=_TIMING[kind],
+        sampling=SamplingPolicy.of(SAMPLES.default_for(kind) or 1),
+        gate=_GATE[kind],
+    )
 
 
-def with_tuning(
-    policy: DevicePolicy, samples: int | None, min_time_s: float | None
+CPU = for_device("cpu")
+CUDA = for_device("cuda")
+
+
+def for_run(
+    device_type: str, effort: Effort, *, samples: int | None, min_time_s: float | None
 ) -> DevicePolicy:
-    """Apply the ``cnnperf_samples`` and ``cnnperf_min_time`` ini settings."""
+    """The policy of a device at an effort level, with the ``samples`` and ``min_time``
+    settings where they were given (they hold whatever the effort)."""
+    policy = with_effort(for_device(device_type), effort)
     if samples:
-        policy = dataclasses.replace(
-            policy,
-            sampling=SamplingPolicy(samples, max_samples=2 * samples, save_samples=2 * samples),
-        )
+        policy = dataclasses.replace(policy, sampling=SamplingPolicy.of(samples))
     if min_time_s:
         policy = dataclasses.replace(
             policy, timing=dataclasses.replace(policy.timing, min_time_s=min_time_s)

@@ -1,7 +1,7 @@
 """What a benchmark produces: samples, measurements, environments, verdicts and results.
 
 Plain frozen dataclasses with no torch in them, so that reports, baselines and the ``cnnperf``
-command can read and write them anywhere. ``serde`` turns them into JSON and back.
+command can read and write them anywhere. ``formats`` maps them to JSON files and back.
 """
 
 from __future__ import annotations
@@ -11,9 +11,6 @@ import enum
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-
-RESULTS_SCHEMA = "pytest-cnnperf/results"
-RESULTS_SCHEMA_VERSION = 1
 
 
 class Verdict(str, enum.Enum):
@@ -105,8 +102,8 @@ class DeviceHealth:
 
 
 @dataclass(frozen=True)
-class Sample:
-    """One independent measurement: a fresh process (or one in-process round) of timed steps.
+class TimedSteps:
+    """The timed part of a sample: the cold step, the warm-up and a block of timed steps.
 
     ``step_time_s`` is the sample's figure that the gate compares: the median of its step
     times on the CPU, the synchronized wall clock of its timed block divided by its steps on
@@ -118,8 +115,16 @@ class Sample:
     step_times_s: tuple[float, ...]
     phases: dict[str, tuple[float, ...]]
     cold_step_s: float
+    #: steps run before the timed block: the cold one, the warm-up, one to size the block
     warmup_steps: int
     warmup_steady: bool
+
+
+@dataclass(frozen=True)
+class Sample(TimedSteps):
+    """One independent measurement: a fresh process (or one in-process round) of timed steps,
+    with what was measured around them."""
+
     calibration_s: float | None
     memory: MemoryPeak | None
     health: DeviceHealth | None = None
@@ -127,7 +132,7 @@ class Sample:
     #: data-parallel runs: the step time of one rank alone, measured in the same process
     single_rank_step_s: float | None = None
     #: CPU runs: cores' worth of CPU time other processes and the hypervisor denied this
-    #: process's threads during the timed steps (see ``cpuload``); ``None`` off Linux
+    #: process's threads during the timed steps (see ``measuring.cpuload``); ``None`` off Linux
     cpu_contention: float | None = None
 
 
@@ -336,6 +341,85 @@ class Comparison:
     raw_change: float | None = None
 
 
+# ---- why the gate decided as it did: reasons as data, worded by ``explain`` ----
+
+
+@dataclass(frozen=True)
+class NoBaseline:
+    """No baseline entry applies to the benchmark."""
+
+
+@dataclass(frozen=True)
+class MachineDrift:
+    """The calibration workload ran at another speed than when the baseline was recorded."""
+
+    #: calibration time now / in the baseline (above 1: the machine runs slower)
+    ratio: float
+    #: when the verdict depends on how much of the drift reached the benchmark: the verdicts
+    #: as measured, allowing for all of it and for twice it; ``None`` when they agree
+    verdicts: tuple[Verdict, Verdict, Verdict] | None = None
+
+
+@dataclass(frozen=True)
+class SoftwareChanged:
+    """The software changed since the baseline, so times were compared as measured too."""
+
+
+class Disturbance(str, enum.Enum):
+    """What disturbed samples did to a verdict."""
+
+    #: a third of the samples or more were disturbed; the verdict stands
+    NOTED = "noted"
+    #: a regression shows in the undisturbed samples alone
+    QUIET_REGRESSED = "quiet-regressed"
+    #: the undisturbed samples alone show no regression: no throughput verdict
+    NO_VERDICT = "no-verdict"
+    #: a third of the samples or more of a recorded baseline were disturbed
+    RECORDED = "recorded"
+
+
+@dataclass(frozen=True)
+class Disturbed:
+    """Samples taken while something else ran on the machine (see ``gate.disturbed``)."""
+
+    count: int
+    total: int
+    effect: Disturbance
+
+
+@dataclass(frozen=True)
+class UntrustworthyGpu:
+    """NVML reported conditions that make GPU timings untrustworthy."""
+
+    problems: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SamplingChanged:
+    """The baseline's samples were taken otherwise (in-process or in fresh processes)."""
+
+    baseline_in_process: bool
+    current_in_process: bool
+
+
+@dataclass(frozen=True)
+class Remark:
+    """A note as text, as a results file keeps it."""
+
+    text: str
+
+
+Reason = (
+    NoBaseline
+    | MachineDrift
+    | SoftwareChanged
+    | Disturbed
+    | UntrustworthyGpu
+    | SamplingChanged
+    | Remark
+)
+
+
 @dataclass(frozen=True)
 class Decision:
     """The gate's verdict on one benchmark, with the evidence for it."""
@@ -345,7 +429,7 @@ class Decision:
     memory: Comparison | None = None
     machine_speed: float | None = None
     environment_changes: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
+    reasons: tuple[Reason, ...] = ()
     baseline_file: str | None = None
     failed: bool = False
     #: whether more samples could change the verdict
@@ -378,8 +462,56 @@ class BenchmarkResult:
 class ResultsFile:
     """The ``--cnnperf-json`` document: every result of a session."""
 
-    schema: str
-    schema_version: int
     created: str
     machine: str | None
     results: tuple[BenchmarkResult, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class BaselineEntry:
+    """One benchmark's baseline: its configuration, environment and per-sample figures."""
+
+    recorded: str
+    config: BenchConfig
+    environment: Environment
+    items_per_step: int
+    step_time_s: tuple[float, ...]
+    calibration_s: tuple[float, ...] = ()
+    peak_allocated_bytes: tuple[int, ...] = ()
+    peak_reserved_bytes: int | None = None
+    memory_source: str | None = None
+    phases_s: dict[str, float] = field(default_factory=dict)
+    cold_step_s: float | None = None
+    in_process: bool = False
+
+    @classmethod
+    def of(
+        cls, recorded: str, config: BenchConfig, environment: Environment, m: Measurement
+    ) -> BaselineEntry:
+        """The entry that records ``m`` as the baseline of ``config``."""
+        return cls(
+            recorded=recorded,
+            config=config,
+            environment=environment,
+            items_per_step=m.items_per_step,
+            step_time_s=m.step_times,
+            calibration_s=m.calibrations,
+            peak_allocated_bytes=tuple(s.memory.allocated_bytes for s in m.samples if s.memory),
+            peak_reserved_bytes=m.peak_reserved_bytes,
+            memory_source=m.memory_source,
+            phases_s={name: spread.median for name in m.phase_names if (spread := m.phase(name))},
+            cold_step_s=m.cold_step_s,
+            in_process=m.in_process,
+        )
+
+    @property
+    def items_per_second(self) -> float:
+        return self.items_per_step / statistics.median(self.step_time_s)
+
+
+@dataclass(frozen=True)
+class BaselineFile:
+    """The baselines of one test module on one kind of machine: test -> key -> entry."""
+
+    machine: str
+    entries: dict[str, dict[str, BaselineEntry]]

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from . import serde
-from .baseline import BaselineEntry
-from .results import BenchmarkResult
-from .state import SessionState
+from . import formats
+from .formats import STR, Document, Field, ListOf, MapOf, Nullable, ObjectOf
+from .results import BaselineEntry, BenchmarkResult
+from .session import Session
 
 KEY = "cnnperf"
 
@@ -101,46 +101,66 @@ class WorkerReport:
     warnings: tuple[str, ...] = ()
 
 
-def send(config: pytest.Config, state: SessionState) -> None:
+WORKER_REPORT: Document[WorkerReport] = Document(
+    "pytest-cnnperf/worker-report",
+    1,
+    ObjectOf(
+        WorkerReport,
+        Field("results", ListOf(formats.RESULT)),
+        Field(
+            "pending",
+            ListOf(
+                ObjectOf(
+                    Pending,
+                    Field("machine", STR),
+                    Field("module", STR),
+                    Field("entries", MapOf(MapOf(formats.ENTRY))),
+                )
+            ),
+        ),
+        Field("collected", MapOf(ListOf(STR))),
+        Field("machine", Nullable(STR)),
+        Field("warnings", ListOf(STR)),
+    ),
+    "worker report ",
+)
+
+
+def send(config: pytest.Config, session: Session) -> None:
     """In a worker: put this worker's share into ``workeroutput`` for the controller."""
     report = WorkerReport(
-        results=tuple(state.results),
+        results=tuple(session.results),
         pending=tuple(
             Pending(machine, module, entries)
-            for (machine, module), entries in state.pending.items()
+            for (machine, module), entries in session.pending.items()
         ),
-        collected={module: tuple(sorted(tests)) for module, tests in state.collected.items()},
-        machine=state.machine,
-        warnings=tuple(state.warnings),
+        collected={module: tuple(sorted(tests)) for module, tests in session.collected.items()},
+        machine=session.machine,
+        warnings=tuple(session.warnings),
     )
-    config.workeroutput[KEY] = json.dumps(serde.to_data(report))  # type: ignore[attr-defined]
+    config.workeroutput[KEY] = json.dumps(WORKER_REPORT.dump(report))  # type: ignore[attr-defined]
 
 
-def receive(state: SessionState, text: str) -> None:
+def receive(session: Session, text: str) -> None:
     """At the controller: merge one worker's share, losing and duplicating nothing."""
-    report = serde.from_data(WorkerReport, json.loads(text))
-    state.results.extend(report.results)
-    state.results.sort(key=lambda result: result.test_id)
-    for pending in report.pending:
-        merged = state.pending[(pending.machine, pending.module)]
-        for test, keys in pending.entries.items():
-            merged.setdefault(test, {}).update(keys)
-    for module, tests in report.collected.items():
-        state.collected[module].update(tests)
-    state.machine = state.machine or report.machine
-    for warning in report.warnings:
-        if warning not in state.warnings:
-            state.warnings.append(warning)
+    report = WORKER_REPORT.load(json.loads(text))
+    session.merge(
+        results=report.results,
+        pending={(p.machine, p.module): p.entries for p in report.pending},
+        collected=report.collected,
+        machine=report.machine,
+        warnings=report.warnings,
+    )
 
 
 class XdistHooks:
     """Hooks that exist only when pytest-xdist is installed."""
 
-    def __init__(self, state: SessionState) -> None:
-        self.state = state
+    def __init__(self, session: Session) -> None:
+        self.session = session
 
     @pytest.hookimpl
     def pytest_testnodedown(self, node: object, error: object) -> None:
         output = getattr(node, "workeroutput", {})
         if KEY in output:
-            receive(self.state, output[KEY])
+            receive(self.session, output[KEY])

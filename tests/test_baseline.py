@@ -8,15 +8,12 @@ from pathlib import Path
 import pytest
 from factories import ENV
 
-from pytest_cnnperf.baseline import (
-    SCHEMA,
-    BaselineEntry,
-    BaselineFileError,
-    BaselineStore,
-    module_key,
-    render,
-)
-from pytest_cnnperf.results import BenchConfig
+from pytest_cnnperf.baseline import BaselineFileError, BaselineStore, render
+from pytest_cnnperf.formats import BASELINE
+from pytest_cnnperf.location import module_key
+from pytest_cnnperf.results import BaselineEntry, BaselineFile, BenchConfig
+
+SCHEMA = BASELINE.schema
 
 CONFIG = BenchConfig(kind="train_step", model="resnet18", batch_size=8, image_size=(64, 64))
 
@@ -124,8 +121,6 @@ def test_module_keys_never_make_strange_file_names() -> None:
 
 
 def test_render_is_stable() -> None:
-    from pytest_cnnperf.baseline import SCHEMA_VERSION, BaselineFile
-
-    document = BaselineFile(SCHEMA, SCHEMA_VERSION, "m", {"b": {"k": entry()}, "a": {"k": entry()}})
+    document = BaselineFile("m", {"b": {"k": entry()}, "a": {"k": entry()}})
     assert render(document) == render(document)
     assert render(document).index('"a"') < render(document).index('"b"')

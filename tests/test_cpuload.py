@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from pytest_cnnperf import cpuload
-from pytest_cnnperf.cpuload import CpuSnapshot
+from pytest_cnnperf.measuring import cpuload
+from pytest_cnnperf.measuring.cpuload import CpuSnapshot
 
 pytestmark = pytest.mark.skipif(
     cpuload.snapshot() is None, reason="needs Linux's /proc/stat and schedstat"

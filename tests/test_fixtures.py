@@ -108,7 +108,7 @@ def test_projects_register_their_own_models(project: pytest.Pytester) -> None:
 def test_cudnn_mode_context_restores_flags() -> None:
     import torch
 
-    from pytest_cnnperf.cudnn import CudnnMode, cudnn_mode_applied, current_mode
+    from pytest_cnnperf.measuring.cudnn import CudnnMode, cudnn_mode_applied, current_mode
 
     before = (
         torch.backends.cudnn.enabled,

@@ -10,20 +10,32 @@ import pytest
 import torch
 from torch import nn
 
-from pytest_cnnperf import memory, torchstate
-from pytest_cnnperf.policy import CPU
-from pytest_cnnperf.sample import measure_sample
-from pytest_cnnperf.workload import (
-    InferenceSpec,
-    TrainSpec,
+from pytest_cnnperf.benchmark import InferenceSpec, TrainSpec
+from pytest_cnnperf.measuring import memory, torchstate
+from pytest_cnnperf.measuring.sample import SamplePlan, take_sample
+from pytest_cnnperf.measuring.workload import (
     build_custom,
     build_inference,
     build_train,
     classification_loss,
 )
+from pytest_cnnperf.policy import CPU, TimingPolicy
+from pytest_cnnperf.results import Sample
 
 CPU_DEVICE = torch.device("cpu")
 QUICK = dataclasses.replace(CPU.timing, min_time_s=0.01, min_steps=3, warmup_max_s=0.5)
+
+
+def measure_sample(
+    workload: Any,
+    device: torch.device,
+    timing: TimingPolicy,
+    *,
+    in_process: bool = False,
+    calibrate: bool = True,
+) -> Sample:
+    plan = SamplePlan(timing, calibrate=calibrate)
+    return take_sample(workload, device, plan, memory_pass=True, in_process=in_process)[0]
 
 
 def tiny(num_classes: int = 5) -> nn.Module:

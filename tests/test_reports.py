@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from factories import ENV
 
-from pytest_cnnperf import serde
+from pytest_cnnperf import formats
 from pytest_cnnperf.reports import (
     benchmark_json,
     epoch,
@@ -32,7 +32,7 @@ from pytest_cnnperf.results import (
     Decision,
     Measurement,
     MemoryPeak,
-    ResultsFile,
+    Remark,
     Sample,
     Verdict,
 )
@@ -97,7 +97,7 @@ def result(
         verdict=verdict,
         throughput=throughput(base_step, step, verdict) if base_step is not None else None,
         memory=memory(base_mem or mem, mem) if has_baseline else None,
-        notes=notes,
+        reasons=tuple(Remark(note) for note in notes),
         baseline_file="baselines/cpu-test-2t/tests/test_perf.json" if has_baseline else None,
         failed=verdict is Verdict.REGRESSED,
     )
@@ -314,7 +314,7 @@ def test_results_json_round_trips(tmp_path: Path) -> None:
     json_report.write(path, GATED, "cpu-test-2t")
     data = json.loads(path.read_text())
     assert (data["schema"], data["schema_version"]) == ("pytest-cnnperf/results", 1)
-    document = serde.from_data(ResultsFile, data)
+    document = formats.RESULTS.load(data)
     assert document.results == tuple(GATED)
 
 

@@ -208,7 +208,7 @@ def test_zoo_runs_with_small_settings(pytester: pytest.Pytester, tmp_path: Path)
 
 def test_the_failure_that_caused_the_others_is_reported() -> None:
     """Ranks of a data-parallel step fail together: the report names the cause."""
-    from pytest_cnnperf.sampling import ChildReport, cause
+    from pytest_cnnperf.sampling.messages import ChildReport, cause
 
     crashed = ChildReport(error="killed by signal 11 (SIGSEGV)", rank=1)
     waited = ChildReport(error="Connection closed by peer", rank=0, failed_at=20.0)

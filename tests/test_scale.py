@@ -175,18 +175,10 @@ def test_worker_shares_merge_without_loss_or_duplicates(tmp_path: object) -> Non
     """Two workers' results, pending baselines and collected tests, merged at the controller."""
     from pathlib import Path
 
-    from pytest_cnnperf import serde
-    from pytest_cnnperf.baseline import BaselineStore
-    from pytest_cnnperf.config import (
-        CnnPerfConfig,
-        DeviceRequest,
-        Overrides,
-        ReportPaths,
-        ZooOptions,
-    )
     from pytest_cnnperf.models import ModelRegistry
     from pytest_cnnperf.results import BenchConfig, BenchmarkResult, Decision, Verdict
-    from pytest_cnnperf.state import SessionState
+    from pytest_cnnperf.session import Session
+    from pytest_cnnperf.settings import Configuration
 
     def result(test: str) -> BenchmarkResult:
         config = BenchConfig(kind="train_step", model="m", batch_size=2, image_size=(8, 8))
@@ -197,27 +189,9 @@ def test_worker_shares_merge_without_loss_or_duplicates(tmp_path: object) -> Non
             decision=Decision(Verdict.NEW),
         )
 
-    def state() -> SessionState:
-        config = CnnPerfConfig(
-            enabled=True,
-            cudnn_modes=None,
-            device=DeviceRequest("cpu"),
-            save=False,
-            prune=False,
-            baseline_dir=Path(str(tmp_path)),
-            machine=None,
-            cli=Overrides(),
-            ini=Overrides(),
-            in_process=False,
-            reports=ReportPaths(),
-            zoo=ZooOptions(),
-        )
-        return SessionState(
-            config=config,
-            device="cpu",
-            registry=ModelRegistry(),
-            store=BaselineStore(Path(str(tmp_path))),
-        )
+    def state() -> Session:
+        configuration = Configuration({}, {}, Path(str(tmp_path)), Path(str(tmp_path)))
+        return Session(configuration, "cpu", ModelRegistry())
 
     controller = state()
     for tests in (["test_b", "test_a"], ["test_c"]):
@@ -232,7 +206,7 @@ def test_worker_shares_merge_without_loss_or_duplicates(tmp_path: object) -> Non
             machine=worker.machine,
             warnings=tuple(worker.warnings),
         )
-        workers.receive(controller, json.dumps(serde.to_data(report)))
+        workers.receive(controller, json.dumps(workers.WORKER_REPORT.dump(report)))
     assert [r.test_id for r in controller.results] == [
         "test_x.py::test_a",
         "test_x.py::test_b",

@@ -43,14 +43,15 @@ class Pair:
 def settings_for(records: Sequence[Record], threshold: float | None) -> gate.GateSettings:
     """The gate's policy for the device the new run measured on, with ``threshold`` (or the
     device's default) as the throughput threshold."""
-    from ..policy import for_device
+    from ..policy import gate_policy
+    from ..settings import MEMORY_THRESHOLD, THRESHOLD
 
     device = next((r.environment.device for r in records if r.environment), "cpu")
-    policy = for_device(device.split(":")[0]).gate
+    kind = device.split(":")[0]
     return gate.GateSettings(
-        policy=policy,
-        throughput_threshold=threshold or policy.throughput_threshold,
-        memory_threshold=policy.memory_threshold,
+        policy=gate_policy(kind),
+        throughput_threshold=threshold or THRESHOLD.default_for(kind) or 0.1,
+        memory_threshold=MEMORY_THRESHOLD.default_for(kind) or 0.05,
         strict=False,
     )
 

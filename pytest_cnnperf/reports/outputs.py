@@ -4,13 +4,35 @@ and does not stop the others."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from ..config import ReportPaths
+from .. import settings
 from ..explain import display_path
 from ..results import BenchmarkResult
 from . import benchmark_json, json_report, markdown, plot
 from .records import baselines_of
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    json: Path | None = None
+    markdown: Path | None = None
+    plot: Path | None = None
+    benchmark_json: Path | None = None
+
+    @classmethod
+    def of(cls, values: settings.Settings) -> ReportPaths:
+        return cls(
+            json=values[settings.JSON_REPORT],
+            markdown=values[settings.MARKDOWN_REPORT],
+            plot=values[settings.PLOT_REPORT],
+            benchmark_json=values[settings.BENCHMARK_JSON_REPORT],
+        )
 
 
 def draw_plot(path: Path, results: Sequence[BenchmarkResult]) -> None:
@@ -60,3 +82,29 @@ def write_all(
             "pytest-benchmark JSON", bj_path, lambda: benchmark_json.write(bj_path, results, info)
         )
     return written, errors
+
+
+def benchmark_info(config: Any) -> benchmark_json.Info | None:
+    """pytest-benchmark's machine and commit information through its hooks (so a project's
+    overrides apply), when its plugin is active (``config``: pytest's)."""
+    if not config.pluginmanager.hasplugin("benchmark"):
+        return None
+
+    def info() -> tuple[Any, Any]:
+        hook = config.hook
+        return (
+            hook.pytest_benchmark_generate_machine_info(config=config),
+            hook.pytest_benchmark_generate_commit_info(config=config),
+        )
+
+    return info
+
+
+def write_session_reports(session: Session, info: benchmark_json.Info | None = None) -> None:
+    """Write the reports the options ask for, and the Markdown summary to
+    ``$GITHUB_STEP_SUMMARY`` when that is set. A report that cannot be written becomes an error
+    line of the terminal summary (never a traceback) and does not stop the others."""
+    written, errors = write_all(
+        ReportPaths.of(session.settings), session.results, session.machine, info
+    )
+    session.reported(written, errors)

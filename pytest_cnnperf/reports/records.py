@@ -15,16 +15,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import baseline, serde
-from ..results import (
-    RESULTS_SCHEMA,
-    RESULTS_SCHEMA_VERSION,
-    BenchConfig,
-    BenchmarkResult,
-    Environment,
-    ResultsFile,
-    Verdict,
-)
+from .. import baseline, formats
+from ..results import BaselineFile, BenchConfig, BenchmarkResult, Environment, Verdict
 
 
 class FileProblem(Exception):
@@ -99,7 +91,7 @@ def from_result(result: BenchmarkResult) -> Record | None:
     )
 
 
-def from_baseline(document: baseline.BaselineFile, path: Path) -> list[Record]:
+def from_baseline(document: BaselineFile, path: Path) -> list[Record]:
     """Records of a baseline file; the test module is the file's path below its machine's
     folder (``baselines/<machine>/tests/test_models.json`` -> ``tests/test_models.py``)."""
     parts = path.parts
@@ -156,7 +148,7 @@ def _read(path: Path) -> tuple[str, object]:
 
 
 def _foreign(path: Path, data: object) -> FileProblem:
-    expected = f'"schema": "{RESULTS_SCHEMA}" or "{baseline.SCHEMA}"'
+    expected = f'"schema": "{formats.RESULTS.schema}" or "{formats.BASELINE.schema}"'
     if isinstance(data, dict) and "benchmarks" in data and "machine_info" in data:
         return FileProblem(
             path,
@@ -173,12 +165,12 @@ def _foreign(path: Path, data: object) -> FileProblem:
 
 
 def _results(path: Path, data: dict[str, object]) -> Loaded:
-    problem = serde.version_problem(data, RESULTS_SCHEMA_VERSION, "results ")
+    problem = formats.RESULTS.version_problem(data)
     if problem:
         raise FileProblem(path, problem)
     try:
-        document = serde.from_data(ResultsFile, data, "file")
-    except serde.DataError as exc:
+        document = formats.RESULTS.load(data)
+    except formats.DataError as exc:
         raise FileProblem(path, f"it is a malformed results file: {exc}") from None
     records = [r for r in map(from_result, document.results) if r is not None]
     return Loaded(
@@ -196,9 +188,9 @@ def load(path: Path | str) -> Loaded:
     path = Path(path)
     text, data = _read(path)
     schema = data.get("schema") if isinstance(data, dict) else None
-    if isinstance(data, dict) and schema == RESULTS_SCHEMA:
+    if isinstance(data, dict) and schema == formats.RESULTS.schema:
         return _results(path, data)
-    if schema == baseline.SCHEMA:
+    if schema == formats.BASELINE.schema:
         try:
             document = baseline.parse(text, path)
         except baseline.BaselineFileError as exc:

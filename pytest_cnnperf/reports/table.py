@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .. import units
+from .. import explain, units
 from ..results import BenchConfig, BenchmarkResult, Comparison, Environment, Verdict
 
 #: the order verdicts are counted in, worst first
@@ -131,7 +131,7 @@ def row(result: BenchmarkResult) -> Row:
         " / ".join(f"{p.median * 1e3:.1f}" for p in phases if p) + " ms" if all(phases) else "-"
     )
     notes = [f"environment changed: {c}" for c in d.environment_changes]
-    notes.extend(n for n in d.notes if n != "no baseline")
+    notes.extend(explain.notes(d))
     if m.scaling_efficiency is not None:
         notes.append(
             f"{result.config.world_size} ranks, step time of the slowest; scaling efficiency "

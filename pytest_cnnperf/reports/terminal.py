@@ -12,7 +12,7 @@ from ..results import BenchmarkResult, Verdict
 from . import table, text
 
 if TYPE_CHECKING:
-    from ..state import SessionState
+    from ..session import Session
 
 #: verdicts and the markup the terminal shows them in
 MARKUP = {
@@ -53,34 +53,33 @@ def lines(results: Sequence[BenchmarkResult], verbose: bool = False) -> list[str
     return [line for line, _ in styled_lines(results, verbose)]
 
 
-def summary(reporter: pytest.TerminalReporter, state: SessionState) -> None:
-    results = state.results
-    finish = state.finish
-    if not results and not (finish and (finish.saved or finish.stale)) and not state.warnings:
+def summary(reporter: pytest.TerminalReporter, session: Session) -> None:
+    results = session.results
+    finish = session.finish
+    if not results and not (finish.saved or finish.stale) and not session.warnings:
         return
     reporter.write_sep("=", "cnnperf")
     if results:
         verbose = reporter.config.get_verbosity() > 0
         for line, verdict in styled_lines(results, verbose):
             reporter.write_line(line, **(MARKUP.get(verdict, {}) if verdict else {}))
-    if finish:
-        for outcome in finish.saved:
-            removed = f", removed {len(outcome.removed)} stale test(s)" if outcome.removed else ""
-            reporter.write_line(f"saved {outcome.written} baseline(s) to {outcome.path}{removed}")
-        if finish.stale:
-            one = len(finish.stale) == 1
-            reporter.write_line(
-                f"{len(finish.stale)} baseline {'entry belongs' if one else 'entries belong'} "
-                "to no test collected in this run (if those tests are gone, remove them "
-                "with --cnnperf-save --cnnperf-prune):"
-            )
-            for path, test in finish.stale:
-                reporter.write_line(f"  {test} in {path}")
-        for written in finish.reports:
-            reporter.write_line(written)
-        for error in finish.errors:
-            reporter.write_line(f"error: {error}", red=True)
-    for warning in state.warnings:
+    for outcome in finish.saved:
+        removed = f", removed {len(outcome.removed)} stale test(s)" if outcome.removed else ""
+        reporter.write_line(f"saved {outcome.written} baseline(s) to {outcome.path}{removed}")
+    if finish.stale:
+        one = len(finish.stale) == 1
+        reporter.write_line(
+            f"{len(finish.stale)} baseline {'entry belongs' if one else 'entries belong'} "
+            "to no test collected in this run (if those tests are gone, remove them "
+            "with --cnnperf-save --cnnperf-prune):"
+        )
+        for path, test in finish.stale:
+            reporter.write_line(f"  {test} in {path}")
+    for written in finish.reports:
+        reporter.write_line(written)
+    for error in finish.errors:
+        reporter.write_line(f"error: {error}", red=True)
+    for warning in session.warnings:
         reporter.write_line(f"warning: {warning}", yellow=True)
 
 

@@ -12,7 +12,28 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from ..config import ZooOptions
+from .. import settings
+
+
+@dataclass(frozen=True)
+class ZooOptions:
+    """The ``--cnnperf-zoo-*`` options."""
+
+    models: tuple[str, ...] | None = None
+    batch_sizes: tuple[int, ...] | None = None
+    image_size: int | None = None
+    amp: tuple[str | None, ...] = (None,)
+    channels_last: tuple[bool, ...] = (False,)
+
+    @classmethod
+    def of(cls, values: settings.Settings) -> ZooOptions:
+        return cls(
+            models=values[settings.ZOO_MODELS],
+            batch_sizes=values[settings.ZOO_BATCH_SIZE],
+            image_size=values[settings.ZOO_IMAGE_SIZE],
+            amp=values[settings.ZOO_AMP],
+            channels_last=values[settings.ZOO_MEMORY_FORMAT],
+        )
 
 
 @dataclass(frozen=True)

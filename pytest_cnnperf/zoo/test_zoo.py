@@ -6,19 +6,18 @@ from typing import Any
 
 import pytest
 
-from pytest_cnnperf.config import ZooOptions
-from pytest_cnnperf.plugin import ModelFactory
+from pytest_cnnperf.models import ModelFactory
 from pytest_cnnperf.runner import CnnPerf
-from pytest_cnnperf.state import STATE
-from pytest_cnnperf.zoo import ZooCase, cases
+from pytest_cnnperf.session import SESSION
+from pytest_cnnperf.zoo import ZooCase, ZooOptions, cases
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "zoo_case" not in metafunc.fixturenames:
         return
-    state = metafunc.config.stash.get(STATE, None)
-    options = state.config.zoo if state else ZooOptions()
-    on_gpu = state is not None and state.device_type == "cuda"
+    session = metafunc.config.stash.get(SESSION, None)
+    options = ZooOptions.of(session.settings) if session else ZooOptions()
+    on_gpu = session is not None and session.device_type == "cuda"
     zoo = cases(options, on_gpu)
     several = len(options.batch_sizes or ()) > 1
     metafunc.parametrize("zoo_case", zoo, ids=[case.id(several) for case in zoo])

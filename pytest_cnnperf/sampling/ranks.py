@@ -13,12 +13,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .explain import describe_error
-from .policy import TimingPolicy
-from .sampling import ChildReport, Job, Target
-from .timing import measure_steps
+from ..policy import TimingPolicy
+from .messages import ChildReport, Job, TakenSample, describe_error
+
+if TYPE_CHECKING:
+    from .manager import Target
 
 #: how long a rank waits for the others before the collective gives up
 TIMEOUT = datetime.timedelta(minutes=5)
@@ -48,12 +49,15 @@ def run_rank(job: Job, target: Target, base_device: Any) -> ChildReport:
     import torch
     import torch.distributed as dist
 
+    from ..measuring.sample import clock_for, take_sample
+    from ..measuring.timing import time_steps
+
     device = rank_device(base_device, job.rank)
     if device.type == "cuda":
         torch.cuda.set_device(device)
     else:  # the ranks share the CPU's cores, as torchrun arranges it
         torch.set_num_threads(max(1, torch.get_num_threads() // job.world_size))
-    timing = lockstep(target.timing)
+    plan = dataclasses.replace(target.plan, timing=lockstep(target.plan.timing))
     dist.init_process_group(
         "nccl" if device.type == "cuda" else "gloo",
         init_method=f"file://{job.rendezvous}",
@@ -63,9 +67,16 @@ def run_rank(job: Job, target: Target, base_device: Any) -> ChildReport:
     )
     try:
         workload = target.build(device, job.world_size)
-        measured = target.measure(workload, in_process=False, timing=timing, memory=job.memory)
+        sample, environment = take_sample(
+            workload,
+            device,
+            plan,
+            memory_pass=job.memory,
+            in_process=False,
+            ignore_pids=frozenset({job.parent_pid}),
+        )
         step_times: list[float] = [0.0] * job.world_size
-        dist.all_gather_object(step_times, measured.sample.step_time_s)
+        dist.all_gather_object(step_times, sample.step_time_s)
         dist.barrier()
     except Exception as exc:
         # stamped before leaving the group: the other ranks fail when it is gone, later
@@ -73,16 +84,14 @@ def run_rank(job: Job, target: Target, base_device: Any) -> ChildReport:
     finally:
         dist.destroy_process_group()
     if job.rank != 0:
-        return ChildReport(measured=measured)
-    from .sample import clock_for
-
-    alone = measure_steps(
+        return ChildReport(taken=TakenSample(sample, environment))
+    alone = time_steps(
         target.build(device, 1).phases,
         clock_for(device),
-        timing,
+        plan.timing,
         per_step_wall=device.type != "cuda",
     )
     sample = dataclasses.replace(
-        measured.sample, step_time_s=max(step_times), single_rank_step_s=alone.step_time_s
+        sample, step_time_s=max(step_times), single_rank_step_s=alone.step_time_s
     )
-    return ChildReport(measured=dataclasses.replace(measured, sample=sample))
+    return ChildReport(taken=TakenSample(sample, environment))

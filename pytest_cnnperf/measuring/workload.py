@@ -1,8 +1,7 @@
 """The work a benchmark times: a training step or a forward pass on synthetic data.
 
-``TrainSpec`` / ``InferenceSpec`` describe it without torch; ``build_train`` / ``build_inference``
-turn a model into the phases the timing loop runs, on the run's device, with AMP and
-channels_last as asked.
+``build_train`` / ``build_inference`` turn a model and its spec (``pytest_cnnperf.benchmark``)
+into the phases the timing loop runs, on the run's device, with AMP and channels_last as asked.
 """
 
 from __future__ import annotations
@@ -12,32 +11,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..benchmark import OPTIMIZERS, InferenceSpec, TrainSpec
 from .timing import Phase
-
-OPTIMIZERS = ("sgd", "adam", "adamw")
-
-
-@dataclass(frozen=True)
-class TrainSpec:
-    batch_size: int
-    image_size: tuple[int, int]
-    amp: str | None = None
-    channels_last: bool = False
-    optimizer: str | Callable[..., Any] = "sgd"
-    loss: Callable[..., Any] | None = None
-    num_classes: int | None = None
-    lr: float = 0.01
-    #: data-parallel ranks; above 1 the model is wrapped in DistributedDataParallel, which needs
-    #: the process group to be initialised already
-    world_size: int = 1
-
-
-@dataclass(frozen=True)
-class InferenceSpec:
-    batch_size: int
-    image_size: tuple[int, int]
-    amp: str | None = None
-    channels_last: bool = False
 
 
 @dataclass
@@ -53,18 +28,6 @@ class Workload:
     #: set to None), so that a memory pass can see everything a step allocates
     settle: Callable[[], None] = field(default=lambda: None)
     model: Any = None
-
-
-def optimizer_name(optimizer: str | Callable[..., Any]) -> str:
-    if isinstance(optimizer, str):
-        return optimizer.lower()
-    return getattr(optimizer, "__name__", type(optimizer).__name__)
-
-
-def loss_name(loss: Callable[..., Any] | None) -> str | None:
-    if loss is None:
-        return None
-    return getattr(loss, "__name__", type(loss).__name__)
 
 
 def make_optimizer(spec: str | Callable[..., Any], params: Any, lr: float) -> Any:

@@ -14,10 +14,10 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .policy import TimingPolicy
+from ..policy import TimingPolicy
+from ..results import TimedSteps
 
 Phase = tuple[str, Callable[[], None]]
 
@@ -78,20 +78,6 @@ class CudaClock:
         return float(start.elapsed_time(end)) / 1000.0
 
 
-@dataclass(frozen=True)
-class TimedSteps:
-    """The timing part of a sample."""
-
-    #: the sample's figure: median step time (CPU) or synchronised block time / steps (CUDA)
-    step_time_s: float
-    step_times_s: tuple[float, ...]
-    phases: dict[str, tuple[float, ...]]
-    cold_step_s: float
-    #: steps run before the timed block: the cold one, the warm-up, one to size the block
-    warmup_steps: int
-    warmup_steady: bool
-
-
 def run_step(phases: Sequence[Phase], clock: Clock) -> list[Any]:
     """Run one step, marking before the first phase and after each one."""
     marks = [clock.mark()]
@@ -147,7 +133,7 @@ def time_block(phases: Sequence[Phase], clock: Clock, steps: int) -> tuple[float
     return clock.now() - start, marks
 
 
-def measure_steps(
+def time_steps(
     phases: Sequence[Phase], clock: Clock, policy: TimingPolicy, *, per_step_wall: bool
 ) -> TimedSteps:
     """Warm up, then time one block and summarise it.

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .results import DeviceHealth
+from ..results import DeviceHealth
 
 T = TypeVar("T")
 

@@ -45,8 +45,9 @@ class CudnnMode(str, enum.Enum):
 ACCEPTED_MODES = ", ".join(m.value for m in CudnnMode)
 
 
-def parse_modes(text: str) -> tuple[CudnnMode, ...]:
+def parse_modes(value: object) -> tuple[CudnnMode, ...]:
     """Parse ``on,off,benchmark``; a ``ValueError`` names the bad mode and the accepted ones."""
+    text = str(value)
     modes: list[CudnnMode] = []
     for part in text.split(","):
         name = part.strip().lower()

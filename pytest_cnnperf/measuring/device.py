@@ -1,16 +1,42 @@
 """Which device a run measures on, decided once at the start of the session.
 
-CUDA is looked for through NVML (``torch.cuda.device_count`` before CUDA is initialised), which
-does not initialise CUDA in the pytest process: the sample processes forked from it must be able
-to initialise it themselves.
+``auto``, ``cpu``, ``cuda`` or ``cuda:N`` as the user asked for it, resolved against the devices
+that are there. CUDA devices are counted without initialising CUDA in the pytest process: the
+sample processes forked from it must be able to initialise it themselves.
 """
 
 from __future__ import annotations
 
-import pytest
+import re
+from dataclasses import dataclass
 
-from .config import DeviceRequest
-from .cudnn import CudnnMode
+
+@dataclass(frozen=True)
+class DeviceRequest:
+    """``auto``, ``cpu``, ``cuda`` or ``cuda:N`` as the user asked for it."""
+
+    kind: str
+    index: int | None = None
+
+    def __str__(self) -> str:
+        return self.kind if self.index is None else f"{self.kind}:{self.index}"
+
+
+def parse_device(value: object) -> DeviceRequest:
+    text = str(value).strip().lower()
+    if text in ("auto", "cpu", "cuda"):
+        return DeviceRequest(text)
+    match = re.fullmatch(r"cuda:(\d+)", text)
+    if match:
+        return DeviceRequest("cuda", int(match.group(1)))
+    raise ValueError(
+        f"{value!r} is not a device; use auto, cpu, cuda or cuda:N with N a device index "
+        "(e.g. --cnnperf-device=cuda:1)"
+    )
+
+
+class DeviceProblem(ValueError):
+    """The device asked for is not there, or does not fit the other settings."""
 
 
 def cuda_device_count() -> int:
@@ -21,8 +47,8 @@ def cuda_device_count() -> int:
     return int(torch.cuda.device_count())
 
 
-def resolve(request: DeviceRequest, cudnn_modes: tuple[CudnnMode, ...] | None) -> str:
-    """``"cpu"`` or ``"cuda:N"``; a ``pytest.UsageError`` for a device that is not there, and
+def resolve(request: DeviceRequest, cudnn_modes: tuple[object, ...] | None) -> str:
+    """``"cpu"`` or ``"cuda:N"``; a :class:`DeviceProblem` for a device that is not there, and
     for cuDNN modes on a run that is not on CUDA. Never a silent fall-back to the CPU."""
     import torch
 
@@ -34,21 +60,21 @@ def resolve(request: DeviceRequest, cudnn_modes: tuple[CudnnMode, ...] | None) -
     else:
         index = request.index or 0
         if count == 0:
-            raise pytest.UsageError(
+            raise DeviceProblem(
                 f"--cnnperf-device={request} asks for a CUDA device, but none is usable here "
                 f"(torch {torch.__version__} sees no CUDA device). Benchmark on the CPU with "
                 "--cnnperf-device=cpu (or auto), or check the GPU and driver with nvidia-smi."
             )
         if index >= count:
-            raise pytest.UsageError(
+            raise DeviceProblem(
                 f"--cnnperf-device={request} asks for CUDA device {index}, but only {count} "
                 f"{'is' if count == 1 else 'are'} visible (cuda:0 to cuda:{count - 1}); "
                 "check CUDA_VISIBLE_DEVICES or pick one of those."
             )
         device = f"cuda:{index}"
     if cudnn_modes and not device.startswith("cuda"):
-        modes = ",".join(m.value for m in cudnn_modes)
-        raise pytest.UsageError(
+        modes = ",".join(str(m) for m in cudnn_modes)
+        raise DeviceProblem(
             f"--cudnn={modes} asks for cuDNN modes, but this run measures on the CPU "
             f"(--cnnperf-device={request}), where cuDNN is not used. Drop --cudnn (and the "
             "cnnperf_cudnn ini setting) for CPU runs, or run on a GPU with --cnnperf-device=cuda."

@@ -1,0 +1,45 @@
+"""Where a benchmark test lives, and which baseline file and entry hold its baselines.
+
+A test module's baselines are kept in ``<baselines>/<machine>/<module key>.json``: the module
+key is the test file's path under the rootdir without its suffix (``tests/perf/test_models``),
+or its dotted module name for a file outside the rootdir (an installed package run with
+``--pyargs``). Inside the file, entries are keyed by the test's name within the module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .baseline import safe_name
+
+
+def module_key(parts: Iterable[str]) -> str:
+    """A relative path for a module's baseline file from its path components, with anything
+    outside ``[A-Za-z0-9._-]`` replaced, so no test id can make a strange file name."""
+    return "/".join(safe_name(part) for part in parts)
+
+
+@dataclass(frozen=True)
+class Location:
+    """A benchmark test: its node id and file, and its baselines' module key and test name."""
+
+    nodeid: str
+    path: str
+    module: str
+    test: str
+
+    @classmethod
+    def of(cls, item: Any) -> Location:
+        """The location of a pytest item."""
+        path = Path(str(item.path))
+        try:
+            relative = path.relative_to(item.config.rootpath)
+            parts = [*relative.parent.parts, relative.stem]
+        except ValueError:  # outside the rootdir, e.g. an installed package run with --pyargs
+            module = getattr(getattr(item, "module", None), "__name__", path.stem)
+            parts = module.split(".")
+        test = item.nodeid.split("::", 1)[1] if "::" in item.nodeid else item.name
+        return cls(nodeid=item.nodeid, path=str(path), module=module_key(parts), test=test)

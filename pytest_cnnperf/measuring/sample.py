@@ -1,0 +1,80 @@
+"""One sample: warm up, time a block of steps, time the calibration workload, measure peak
+memory in a pass of its own, and read the GPU's health and the CPU's contention around it all;
+then describe the environment the figures belong to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..policy import TimingPolicy
+from ..results import DeviceHealth, Environment, Sample
+from . import calibration, cpuload, environment, memory, nvml
+from .timing import Clock, CpuClock, CudaClock, time_steps
+from .workload import Workload
+
+
+@dataclass(frozen=True)
+class SamplePlan:
+    """How to take a sample, the same for every sample of a benchmark."""
+
+    timing: TimingPolicy
+    #: time the calibration workload after the steps
+    calibrate: bool = True
+    #: the kind of machine the baselines apply to, when the user named it
+    machine: str | None = None
+
+
+def clock_for(device: Any) -> Clock:
+    return CudaClock(device) if device.type == "cuda" else CpuClock()
+
+
+def take_sample(
+    workload: Workload,
+    device: Any,
+    plan: SamplePlan,
+    *,
+    memory_pass: bool,
+    in_process: bool,
+    ignore_pids: frozenset[int] = frozenset(),
+    clock: Clock | None = None,
+) -> tuple[Sample, Environment]:
+    """Measure one sample of ``workload`` on ``device``. ``memory_pass``: also measure peak
+    memory; ``ignore_pids``: our own processes, which NVML must not count as other users of
+    the GPU."""
+    policy = plan.timing
+    cuda = device.type == "cuda"
+    clock = clock or clock_for(device)
+    monitor = nvml.GpuMonitor.open(device.index or 0, ignore_pids) if cuda else None
+    readings = [monitor.read()] if monitor else []
+    # on a GPU the CPU only launches work, and xdist workers beside it launch theirs: not counted
+    cpu_before = None if cuda else cpuload.snapshot()
+    timed = time_steps(workload.phases, clock, policy, per_step_wall=not cuda)
+    cpu_contention = None
+    if cpu_before is not None:
+        cpu_contention = cpuload.contention(cpu_before, cpuload.snapshot(), _threads())
+    if monitor:
+        readings.append(monitor.read())
+    calibration_s = calibration.calibrate(device, clock) if plan.calibrate else None
+    peak = None
+    if memory_pass and cuda:
+        peak = memory.cuda_peak(workload, device, policy.memory_steps)
+    elif memory_pass:
+        peak = memory.cpu_peak(workload, policy.memory_steps)
+    health: DeviceHealth | None = nvml.assess(readings)
+    sample = Sample(
+        **vars(timed),
+        calibration_s=calibration_s,
+        memory=peak,
+        health=health,
+        in_process=in_process,
+        cpu_contention=cpu_contention,
+    )
+    driver = monitor.driver_version() if monitor else None
+    return sample, environment.capture(device, plan.machine, driver)
+
+
+def _threads() -> int:
+    import torch
+
+    return int(torch.get_num_threads())

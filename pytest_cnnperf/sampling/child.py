@@ -1,0 +1,131 @@
+"""A sample process: run one test of the pytest session it was forked from, quietly, measure
+the one benchmark call it was asked for, report and exit.
+
+The process is a fork of the zygote, itself a fork of the pytest process taken at session start.
+It collects the test's module and runs the test's setup and body. The test's benchmark calls
+reach :class:`ChildSampler`: the calls before the wanted one are answered with the pytest
+process's results, the wanted one is measured, reported and ends the process. It reports through
+its report file only: nothing may reach the terminal, the pytest process's capture files or,
+under pytest-xdist, the controller.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import pytest
+from _pytest.runner import runtestprotocol  # the protocol without reporting, as xdist uses it
+
+from ..results import BenchmarkResult
+from .manager import SAMPLING
+from .messages import ChildReport, Job, Site, TakenSample, describe_error, write_report
+
+if TYPE_CHECKING:
+    from .manager import Target
+
+#: plugins that report to someone outside the process
+_REPORTERS = ("terminalreporter",)
+_REPORTER_MODULES = ("xdist.remote",)  # an xdist worker's link to its controller
+
+
+class ChildSampler:
+    """The sampler of a sample process: measures one sample of the job's benchmark call and
+    ends the process."""
+
+    in_process = False
+
+    def __init__(self, job: Job, device: Any) -> None:
+        self.job = job
+        self.device = device
+
+    def replayed(self, site: Site) -> BenchmarkResult | None:
+        if site.index < self.job.site.index:
+            return self.job.replay[site.index]
+        return None
+
+    def take(self, target: Target, count: int) -> NoReturn:
+        job = self.job
+        if target.site.key != job.site.key:
+            report = ChildReport(
+                error=f"the test asked for {target.site.key!r} where the pytest process measured "
+                f"{job.site.key!r}; a benchmark test must make the same calls in every run"
+            )
+        else:
+            try:
+                report = self._measure(target)
+            except Exception as exc:
+                report = ChildReport(error=describe_error(exc), failed_at=time.time())
+        write_report(job, report)
+        os._exit(0 if report.error is None else 1)
+
+    def _measure(self, target: Target) -> ChildReport:
+        from ..measuring.sample import take_sample
+
+        job = self.job
+        if job.world_size > 1:
+            from .ranks import run_rank
+
+            return run_rank(job, target, self.device)
+        sample, environment = take_sample(
+            target.build(self.device, 1),
+            self.device,
+            target.plan,
+            memory_pass=job.memory,
+            in_process=False,
+            ignore_pids=frozenset({job.parent_pid}),
+        )
+        return ChildReport(taken=TakenSample(sample, environment))
+
+
+def _go_quiet(config: pytest.Config) -> None:
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if capture is not None:
+        # The inherited global capture writes to files shared with the pytest process; reading
+        # or stopping it would take that process's captured output. Start a private one.
+        capture._global_capturing = None
+        capture.start_global_capturing()
+        capture.suspend_global_capture()
+    for plugin in list(config.pluginmanager.get_plugins()):
+        name = config.pluginmanager.get_name(plugin)
+        if name in _REPORTERS or type(plugin).__module__ in _REPORTER_MODULES:
+            config.pluginmanager.unregister(plugin)
+
+
+def run_job(session: pytest.Session, job: Job) -> None:
+    """Run ``job``'s test; returning means the test never reached the wanted benchmark."""
+    import torch
+
+    config = session.config
+    sampling = config.stash[SAMPLING]
+    sampling.use(ChildSampler(job, torch.device(sampling.device)))
+    _go_quiet(config)
+    config.option.pyargs = False  # the job names a file
+    collection_errors: list[str] = []
+
+    class CollectionErrors:
+        def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+            if report.failed:
+                collection_errors.append(f"collection: {report.longreprtext}")
+
+    config.pluginmanager.register(CollectionErrors(), "cnnperf-collection-errors")
+    site = job.site
+    items = session.perform_collect([site.path])
+    # node ids of files outside the rootdir depend on how they were collected: match the file
+    # and the test's name within it
+    name = site.nodeid.split("::", 1)[-1]
+    item = next(
+        (i for i in items if str(i.path) == site.path and i.nodeid.split("::", 1)[-1] == name),
+        None,
+    )
+    failures = list(collection_errors)
+    if item is None:
+        error = f"the sample process could not find the test {site.nodeid} in {site.path}"
+    else:
+        reports = runtestprotocol(item, log=False, nextitem=None)
+        failures += [f"{r.when}: {r.longreprtext}" for r in reports if r.failed]
+        error = f"the test ended before it reached benchmark #{site.index + 1} ({site.key})"
+    if failures:
+        error += ":\n" + "\n".join(failures)
+    write_report(job, ChildReport(error=error))

@@ -1,0 +1,353 @@
+"""Where samples come from, as the pytest process sees it: fresh processes, or rounds inside
+the pytest process.
+
+On a shared machine the same code's median step time differs by tens of percent from one process
+to the next, and the samples of one process cannot show that. So by default every sample is taken
+in a fresh process, forked from a *zygote* (``sampling.zygote``): a copy of the pytest process
+made at session start, before any test (or any torch thread pool) ran. For each sample the zygote
+forks a child (``sampling.child``) that runs the test from its beginning, answers the benchmarks
+before the wanted one with the parent's results, measures the wanted one, writes its sample to a
+file and exits. The test's own code thus rebuilds the model in every sample process; nothing is
+pickled.
+
+Where fork is unsafe (no ``os.fork``, or the pytest process already started torch's OpenMP pool,
+which a forked child cannot use) or ``--cnnperf-inprocess`` is given, samples are rounds in the
+pytest process itself, and results say so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import select
+import signal
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+
+from ..measuring.sample import SamplePlan
+from ..measuring.workload import Workload
+from ..results import BenchmarkResult
+from .messages import (
+    JOB,
+    STOPPED,
+    BenchmarkError,
+    ChildReport,
+    Job,
+    Site,
+    TakenSample,
+    cause,
+    describe_error,
+    read_report,
+)
+from .zygote import PROBE_TIMEOUT_S, probe_torch, quiet_fork_warning, serve
+
+
+@dataclass(frozen=True)
+class Target:
+    """The benchmark call a sampler measures."""
+
+    site: Site
+    #: the results of the test's benchmark calls before this one
+    replay: tuple[BenchmarkResult, ...]
+    #: ``build(device, world_size)``: the workload, data-parallel over ``world_size`` ranks
+    build: Callable[[Any, int], Workload]
+    plan: SamplePlan
+    world_size: int = 1
+    #: how many of the samples taken (the first ones) also measure peak memory
+    memory_samples: int = 0
+
+
+class Sampler(Protocol):
+    in_process: bool
+
+    def replayed(self, site: Site) -> BenchmarkResult | None:
+        """The result to answer a benchmark call with without measuring it (in a sample
+        process: the calls before the one it measures), or ``None``."""
+
+    def take(self, target: Target, count: int) -> list[TakenSample]:
+        """``count`` samples of ``target``; raises ``BenchmarkError``."""
+
+
+class InProcessSampler:
+    """Samples as rounds inside this process, with torch's global state restored afterwards."""
+
+    in_process = True
+
+    def __init__(self, device: Any, reason: str | None = None) -> None:
+        self.device = device
+        self.reason = reason
+
+    def replayed(self, site: Site) -> BenchmarkResult | None:
+        return None
+
+    def take(self, target: Target, count: int) -> list[TakenSample]:
+        from ..measuring import torchstate
+        from ..measuring.sample import take_sample
+
+        if target.world_size != 1:
+            raise BenchmarkError(
+                f"world_size={target.world_size} needs sample processes, which are unavailable "
+                f"here ({self.reason or 'measuring in-process'}); its ranks run in processes of "
+                "their own"
+            )
+        with torchstate.preserved():
+            try:
+                workload = target.build(self.device, 1)
+                return [
+                    TakenSample(
+                        *take_sample(
+                            workload,
+                            self.device,
+                            target.plan,
+                            memory_pass=i < target.memory_samples,
+                            in_process=True,
+                        )
+                    )
+                    for i in range(count)
+                ]
+            except Exception as exc:
+                raise BenchmarkError(describe_error(exc)) from exc
+
+
+class Zygote:
+    """Handle, in the pytest process, of the forked zygote."""
+
+    def __init__(self, pid: int, requests: int, replies: int, workdir: Path) -> None:
+        self.pid = pid
+        self._requests = requests
+        self._replies = os.fdopen(replies, "r", encoding="utf-8")
+        self._workdir = workdir
+        self._counter = 0
+        self._ready: bool | None = None
+        self.unusable: str | None = None
+
+    @classmethod
+    def fork(cls, serve_: Callable[[int, int], None]) -> Zygote:
+        """Fork the zygote; ``serve_(requests_fd, replies_fd)`` runs in it and never returns."""
+        requests_read, requests_write = os.pipe()
+        replies_read, replies_write = os.pipe()
+        workdir = Path(tempfile.mkdtemp(prefix="pytest-cnnperf-"))
+        with quiet_fork_warning():
+            pid = os.fork()
+        if pid == 0:  # the zygote
+            os.close(requests_write)
+            os.close(replies_read)
+            try:
+                serve_(requests_read, replies_write)
+            finally:
+                os._exit(0)
+        os.close(requests_read)
+        os.close(replies_write)
+        return cls(pid, requests_write, replies_read, workdir)
+
+    def _send(self, message: dict[str, Any]) -> None:
+        os.write(self._requests, (json.dumps(message) + "\n").encode())
+
+    def _receive(self, timeout: float | None) -> dict[str, Any] | None:
+        if timeout is not None:
+            ready, _, _ = select.select([self._replies], [], [], timeout)
+            if not ready:
+                return None
+        line = self._replies.readline()
+        if not line:
+            raise BenchmarkError("the sample-process server ended unexpectedly")
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+    def wait_ready(self) -> bool:
+        """Wait for the zygote's self-check; ``False`` (with ``unusable`` set) if it failed."""
+        if self._ready is None:
+            message = self._receive(timeout=PROBE_TIMEOUT_S + 120)
+            if message is None:
+                self.unusable = "the sample-process server did not start in time"
+                self._ready = False
+            else:
+                self.unusable = message.get("unusable")
+                self._ready = self.unusable is None
+        return self._ready
+
+    def run(self, jobs: Sequence[Job], timeout: float) -> list[ChildReport]:
+        """Run ``jobs`` in one fresh process each (all at once: the ranks of one step) and
+        return their reports, the one that failed first first; processes that outlive
+        ``timeout`` are killed."""
+        self._send({"op": "run", "jobs": [JOB.dump(job) for job in jobs]})
+        started = self._receive(timeout=60)
+        if started is None:
+            raise BenchmarkError("the sample-process server did not answer")
+        pids: list[int] = started["pids"]
+        finished = self._receive(timeout=timeout)
+        if finished is None:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            self._receive(timeout=60)
+            error = f"the sample process took longer than {timeout:.0f} s and was killed"
+            return [ChildReport(error=error, rank=job.rank) for job in jobs]
+        reports = [
+            _collect_report(Path(job.out), status, job.rank)
+            for job, status in zip(jobs, finished["statuses"], strict=True)
+        ]
+        first = finished["first_failure"]
+        if first is not None:  # the process that failed first holds the cause: put it first
+            reports.insert(0, reports.pop(first))
+        return reports
+
+    def new_path(self, suffix: str) -> str:
+        """A fresh file name in the zygote's working folder."""
+        self._counter += 1
+        return str(self._workdir / f"sample-{self._counter}{suffix}")
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self._requests)
+        with contextlib.suppress(OSError):
+            self._replies.close()
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+        for path in self._workdir.glob("*"):
+            path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            self._workdir.rmdir()
+
+
+def _collect_report(path: Path, status: int | None, rank: int) -> ChildReport:
+    if status is None:
+        path.unlink(missing_ok=True)
+        path.with_suffix(".log").unlink(missing_ok=True)
+        return ChildReport(error=STOPPED, rank=rank)
+    try:
+        report = read_report(path)
+    except (OSError, ValueError):
+        log = _tail(path.with_suffix(".log"))
+        how = (
+            f"was killed by signal {-status}"
+            if status < 0
+            else f"exited with status {status} without a report"
+        )
+        report = ChildReport(
+            error=f"the sample process {how}" + (f"; its last output:\n{log}" if log else "")
+        )
+    finally:
+        path.unlink(missing_ok=True)
+        path.with_suffix(".log").unlink(missing_ok=True)
+    return dataclasses.replace(report, rank=rank)
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+class ProcessSampler:
+    """Samples, each in a fresh process forked by the zygote."""
+
+    in_process = False
+
+    def __init__(self, zygote: Zygote, timeout: float) -> None:
+        self.zygote = zygote
+        self.timeout = timeout
+
+    def replayed(self, site: Site) -> BenchmarkResult | None:
+        return None
+
+    def take(self, target: Target, count: int) -> list[TakenSample]:
+        taken = []
+        for i in range(count):
+            # ranks of a data-parallel step meet through a file, so no port is picked or leaked
+            rendezvous = self.zygote.new_path(".store") if target.world_size > 1 else None
+            jobs = [
+                Job(
+                    site=target.site,
+                    replay=target.replay,
+                    out=self.zygote.new_path(".json"),
+                    rank=rank,
+                    world_size=target.world_size,
+                    rendezvous=rendezvous,
+                    parent_pid=os.getpid(),
+                    memory=i < target.memory_samples,
+                )
+                for rank in range(target.world_size)
+            ]
+            reports = self.zygote.run(jobs, self.timeout)
+            errors = [r for r in reports if r.error]
+            if errors:
+                failed = cause(errors)
+                ranks = target.world_size
+                where = f"rank {failed.rank} of {ranks}: " if ranks > 1 else ""
+                raise BenchmarkError(where + str(failed.error))
+            first = next(r.taken for r in reports if r.rank == 0)
+            if first is None:
+                raise BenchmarkError("the sample process sent no measurement")
+            taken.append(first)
+        return taken
+
+
+class Sampling:
+    """The session's source of samples: the zygote, forked when the session starts, and the
+    sampler chosen when the first benchmark runs (or, in a sample process, its own)."""
+
+    def __init__(self, device: str, in_process: bool, timeout_s: float) -> None:
+        self.device = device
+        self.in_process = in_process
+        self.timeout_s = timeout_s
+        self.zygote: Zygote | None = None
+        self._sampler: Sampler | None = None
+
+    def start(self, run_child: Callable[[Job], None]) -> str | None:
+        """Fork the zygote, unless samples are to be taken in-process; a warning when it
+        cannot be forked. ``run_child(job)`` runs in each sample process."""
+        if self.in_process:
+            return None
+        if not hasattr(os, "fork"):
+            return "this platform cannot fork, so samples are taken in-process"
+        device = self.device
+
+        def serve_(requests: int, replies: int) -> None:
+            serve(requests, replies, lambda: probe_torch(device), run_child)
+
+        self.zygote = Zygote.fork(serve_)
+        return None
+
+    def use(self, sampler: Sampler) -> None:
+        self._sampler = sampler
+
+    def sampler(self) -> tuple[Sampler, str | None]:
+        """The sampler (chosen once, when the first benchmark runs), and a warning the first
+        time when samples must be taken in-process against the user's wish."""
+        if self._sampler is not None:
+            return self._sampler, None
+        zygote = self.zygote
+        if zygote is not None and zygote.wait_ready():
+            self._sampler = ProcessSampler(zygote, timeout=self.timeout_s)
+            return self._sampler, None
+        reason = (
+            None
+            if self.in_process
+            else (zygote.unusable if zygote else "no sample processes could be started")
+        )
+        import torch
+
+        self._sampler = InProcessSampler(torch.device(self.device), reason)
+        if not reason:
+            return self._sampler, None
+        return self._sampler, (
+            f"samples were taken inside the pytest process because {reason}; they then share "
+            "one process's noise, so verdicts are less certain"
+        )
+
+    def close(self) -> None:
+        if self.zygote is not None:
+            self.zygote.close()
+            self.zygote = None
+
+
+SAMPLING = pytest.StashKey[Sampling]()

@@ -1,0 +1,174 @@
+"""What the pytest process and its sample processes tell each other, and how it is written.
+
+The pytest process asks for a sample with a :class:`Job` (which benchmark call of which test,
+the results of the calls before it, where to write the answer); the sample process answers with
+a :class:`ChildReport` (the sample and its environment, or the error). Both are JSON documents
+with a schema and a version, mapped field by field (``pytest_cnnperf.formats``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import formats
+from ..formats import (
+    BOOL,
+    COUNT,
+    FLOAT,
+    INT,
+    POSITIVE_INT,
+    STR,
+    Document,
+    Field,
+    ListOf,
+    Nullable,
+    ObjectOf,
+)
+from ..results import BenchmarkResult, Environment, Sample
+
+
+class BenchmarkError(Exception):
+    """A benchmark could not be measured; the message says what was being measured and why."""
+
+
+@dataclass(frozen=True)
+class Site:
+    """A benchmark call: the test that makes it, and which of its calls it is."""
+
+    nodeid: str
+    #: the test's file
+    path: str
+    #: the call's position among the test's benchmark calls
+    index: int
+    #: the configuration key the call measures
+    key: str
+
+
+@dataclass(frozen=True)
+class TakenSample:
+    """One sample as a sample process took it, with the environment it belongs to."""
+
+    sample: Sample
+    environment: Environment
+
+
+@dataclass(frozen=True)
+class Job:
+    """What a sample process is asked to do."""
+
+    site: Site
+    #: the results of the test's benchmark calls before this one, which the process answers
+    #: with instead of measuring them
+    replay: tuple[BenchmarkResult, ...]
+    #: the file to write the report to
+    out: str
+    rank: int = 0
+    world_size: int = 1
+    #: the file the ranks of a data-parallel sample meet through
+    rendezvous: str | None = None
+    #: the pytest process, which NVML must not count as another user of the GPU
+    parent_pid: int = 0
+    #: whether this sample also measures peak memory
+    memory: bool = True
+
+
+@dataclass(frozen=True)
+class ChildReport:
+    """What a sample process answers: its sample, or why it has none."""
+
+    taken: TakenSample | None = None
+    error: str | None = None
+    rank: int = 0
+    #: when the error happened (``time.time()``): among ranks, the earliest is the cause
+    failed_at: float | None = None
+
+
+SITE = ObjectOf(
+    Site,
+    Field("nodeid", STR),
+    Field("path", STR),
+    Field("index", COUNT),
+    Field("key", STR),
+)
+JOB: Document[Job] = Document(
+    "pytest-cnnperf/job",
+    1,
+    ObjectOf(
+        Job,
+        Field("site", SITE),
+        Field("replay", ListOf(formats.RESULT)),
+        Field("out", STR),
+        Field("rank", COUNT),
+        Field("world_size", POSITIVE_INT),
+        Field("rendezvous", Nullable(STR)),
+        Field("parent_pid", INT),
+        Field("memory", BOOL),
+    ),
+    "job ",
+)
+TAKEN = ObjectOf(
+    TakenSample, Field("sample", formats.SAMPLE), Field("environment", formats.ENVIRONMENT)
+)
+CHILD_REPORT: Document[ChildReport] = Document(
+    "pytest-cnnperf/sample-report",
+    1,
+    ObjectOf(
+        ChildReport,
+        Field("taken", Nullable(TAKEN)),
+        Field("error", Nullable(STR)),
+        Field("rank", COUNT),
+        Field("failed_at", Nullable(FLOAT)),
+    ),
+    "sample report ",
+)
+
+
+def write_report(job: Job, report: ChildReport) -> None:
+    """Write the report where the job said, atomically (the reader may be waiting for it)."""
+    path = Path(job.out)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(CHILD_REPORT.dump(report)), encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def read_report(path: Path) -> ChildReport:
+    """The report a sample process wrote; ``OSError`` or ``ValueError`` when there is none."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError("a sample report is a JSON object")
+    return CHILD_REPORT.load(data)
+
+
+def describe_error(exc: BaseException) -> str:
+    """The exception and where in the user's code it came from, without torch's frames."""
+    import traceback
+
+    from ..explain import display_path
+
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    frames = traceback.extract_tb(exc.__traceback__)
+    ours = os.path.dirname(os.path.dirname(__file__))
+    torch_dir = f"{os.sep}torch{os.sep}"
+    user = [f for f in frames if not f.filename.startswith(ours) and torch_dir not in f.filename]
+    if user:
+        frame = user[-1]
+        text += f" (raised at {display_path(frame.filename)}:{frame.lineno} in {frame.name})"
+    return text
+
+
+#: the error of a rank stopped because another one failed
+STOPPED = "stopped because another rank failed"
+
+
+def cause(errors: list[ChildReport]) -> ChildReport:
+    """Of the failed processes of one sample (the first to exit first), the one whose error
+    caused the others'. A process that died without reporting its error (a crash, a kill) died
+    the moment it failed, so when the first to exit did, it is the cause; otherwise the earliest
+    reported failure is, since the ranks it left waiting exit in any order."""
+    first = errors[0]
+    if first.failed_at is None:
+        return first
+    return min((e for e in errors if e.failed_at is not None), key=lambda e: e.failed_at or 0.0)

@@ -1,0 +1,663 @@
+"""Every setting of pytest-cnnperf, declared once.
+
+A :class:`Setting` row says how the setting is spelled on the command line, in the ini file
+(``[tool.pytest.ini_options]`` or ``pytest.ini``) and in ``@pytest.mark.cnnperf(...)``, how its
+values are parsed, its help and its default on each kind of device. The command-line options, the
+ini entries, the marker's validation, the resolved settings of a run and the ``cnnperf``
+command's help all come from these rows, so a new setting is one row plus its use.
+
+Command-line options override the marker, which overrides the ini file, which overrides the
+device's default. A parser names the bad value, the accepted forms and an example, and raises
+``ValueError``; where the value came from decides how that is reported: a usage error for an
+option or an ini value, an error of the test for a marker argument.
+
+Nothing here imports torch, numpy or the measuring code: ``pytest --help`` reads this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from .measuring.cudnn import CudnnMode, parse_modes
+from .measuring.device import DeviceRequest, parse_device
+
+T = TypeVar("T")
+
+
+class Effort(str, enum.Enum):
+    """How much measuring a benchmark gets: ``quick`` for a smoke run, ``thorough`` for release
+    gates on noisy runners."""
+
+    QUICK = "quick"
+    STANDARD = "standard"
+    THOROUGH = "thorough"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# ---- parsers: a value as written (text, or a Python value in a marker) to what it means ----
+
+
+def parse_fraction(value: object) -> float:
+    """``10%``, ``2.5%`` or a fraction such as ``0.1``."""
+    text = str(value).strip()
+    try:
+        number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        number = float("nan")
+    if isinstance(value, bool) or not 0 < number < 10:
+        raise ValueError(
+            f"{value!r} is not a threshold; use a percentage such as 10% or 2.5%, "
+            "or a fraction such as 0.1"
+        )
+    return number
+
+
+def parse_effort(value: object) -> Effort:
+    try:
+        return Effort(str(value).strip().lower())
+    except ValueError:
+        accepted = ", ".join(e.value for e in Effort)
+        raise ValueError(f"{value!r} is not an effort level; use one of {accepted}") from None
+
+
+def parse_bool(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"{value!r} is not a boolean; use true or false")
+
+
+def parse_seconds(value: object) -> float:
+    try:
+        seconds = float(str(value))
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds <= 86400:
+        raise ValueError(f"{value!r} is not a duration; use seconds such as 0.5")
+    return seconds
+
+
+def parse_positive_ints(value: object) -> tuple[int, ...]:
+    text = str(value)
+    try:
+        values = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or any(v <= 0 for v in values):
+        raise ValueError(f"{text!r} is not a list of positive integers; use e.g. 32 or 32,64")
+    return values
+
+
+def parse_positive_int(value: object) -> int:
+    return parse_positive_ints(value)[0]
+
+
+def parse_text(value: object) -> str:
+    return str(value).strip()
+
+
+def parse_path(value: object) -> Path:
+    return Path(str(value))
+
+
+AMP_CHOICES = ("off", "fp16", "bf16")
+
+
+def parse_amp(value: object) -> str | None:
+    text = str(value).strip().lower()
+    if text in ("off", "none", "fp32", "false"):
+        return None
+    if text in ("fp16", "float16", "half"):
+        return "fp16"
+    if text in ("bf16", "bfloat16"):
+        return "bf16"
+    raise ValueError(f"{value!r} is not an AMP mode; use off, fp16 or bf16")
+
+
+def parse_amp_list(value: object) -> tuple[str | None, ...]:
+    return tuple(dict.fromkeys(parse_amp(part) for part in str(value).split(",")))
+
+
+MEMORY_FORMATS = ("contiguous", "channels_last")
+
+
+def parse_memory_formats(value: object) -> tuple[bool, ...]:
+    """``contiguous,channels_last`` -> ``(False, True)`` (is it channels_last?)."""
+    flags = []
+    for part in str(value).split(","):
+        name = part.strip().lower()
+        if name not in MEMORY_FORMATS:
+            raise ValueError(
+                f"{part.strip()!r} is not a memory format; use contiguous, channels_last or both "
+                "(e.g. --cnnperf-zoo-memory-format=contiguous,channels_last)"
+            )
+        flags.append(name == "channels_last")
+    return tuple(dict.fromkeys(flags))
+
+
+def parse_names(value: object) -> tuple[str, ...]:
+    text = str(value)
+    names = tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
+    if not names:
+        raise ValueError(f"{text!r} names no models; use e.g. resnet18,mobilenet_v2")
+    return names
+
+
+def argtype(parse: Callable[[object], T]) -> Callable[[str], T]:
+    """Adapt a parser for argparse: its ``ValueError`` becomes a usage error with the message."""
+
+    def convert(text: str) -> T:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = parse.__name__.removeprefix("parse_")
+    return convert
+
+
+def percent(value: float) -> str:
+    return f"{value * 100:.1f}%".replace(".0%", "%")
+
+
+# ---- the table ----
+
+_SAME = object()
+
+
+class Setting(Generic[T]):
+    """One setting of the plugin and every way to give it.
+
+    ``flag``: the command-line option (``None``: none); ``switch``: a flag without a value;
+    ``ini``: whether ``cnnperf_<name>`` is an ini setting; ``marker``: whether
+    ``@pytest.mark.cnnperf(<name>=...)`` takes it. ``default`` applies on every device unless
+    ``cuda`` gives CUDA its own. ``path``: the value is a path, relative to the folder pytest was
+    started in on the command line and to the rootdir in the ini file (and by default).
+    ``show`` writes a value as the help's "Default:" says it.
+    """
+
+    __slots__ = (
+        "cuda",
+        "default",
+        "flag",
+        "help",
+        "ini",
+        "marker",
+        "metavar",
+        "name",
+        "parse",
+        "path",
+        "show",
+        "switch",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        parse: Callable[[object], T],
+        help: str,
+        *,
+        flag: str | None = None,
+        metavar: str | None = None,
+        switch: bool = False,
+        ini: bool = False,
+        marker: bool = False,
+        path: bool = False,
+        default: T | None = None,
+        cuda: Any = _SAME,
+        show: Callable[[T], str] | None = None,
+    ) -> None:
+        self.name = name
+        self.parse = parse
+        self.help = help
+        self.flag = flag
+        self.metavar = metavar
+        self.switch = switch
+        self.ini = ini
+        self.marker = marker
+        self.path = path
+        self.default = default
+        self.cuda = cuda
+        self.show = show
+
+    @property
+    def ini_name(self) -> str:
+        return f"cnnperf_{self.name}"
+
+    def default_for(self, device_type: str) -> T | None:
+        if device_type == "cuda" and self.cuda is not _SAME:
+            value: T | None = self.cuda
+            return value
+        return self.default
+
+    def default_text(self) -> str | None:
+        """The default as help text says it: ``5% on CUDA, 10% on the CPU``."""
+        if self.show is None or self.default is None:
+            return None
+        if self.cuda is _SAME or self.cuda == self.default:
+            return self.show(self.default)
+        return f"{self.show(self.cuda)} on CUDA, {self.show(self.default)} on the CPU"
+
+    def full_help(self) -> str:
+        default = self.default_text()
+        return f"{self.help}. Default: {default}" if default else self.help
+
+    def __repr__(self) -> str:
+        return f"Setting({self.name!r})"
+
+
+ENABLED = Setting(
+    "enabled",
+    parse_bool,
+    "Run the benchmark tests (without it they are skipped and torch is not imported)",
+    flag="--cnnperf",
+    switch=True,
+    default=False,
+)
+CUDNN: Setting[tuple[CudnnMode, ...] | None] = Setting(
+    "cudnn",
+    parse_modes,
+    "Parametrize benchmarks over cuDNN modes: on, off, benchmark, deterministic "
+    "(CUDA runs only). Default: the flags as they are",
+    flag="--cudnn",
+    metavar="MODE[,MODE...]",
+    ini=True,
+)
+DEVICE = Setting(
+    "device",
+    parse_device,
+    "Device to benchmark on: auto (the first CUDA device, else the CPU), cpu, cuda or cuda:N",
+    flag="--cnnperf-device",
+    metavar="DEVICE",
+    ini=True,
+    default=DeviceRequest("auto"),
+    show=str,
+)
+SAVE = Setting(
+    "save",
+    parse_bool,
+    "Record baselines from this run instead of gating against them",
+    flag="--cnnperf-save",
+    switch=True,
+    default=False,
+)
+PRUNE = Setting(
+    "prune",
+    parse_bool,
+    "With --cnnperf-save, also remove the baseline entries of the test modules that ran "
+    "whose tests this run did not collect",
+    flag="--cnnperf-prune",
+    switch=True,
+    default=False,
+)
+BASELINES: Setting[Path] = Setting(
+    "baselines",
+    parse_path,
+    "Directory of baseline files. Default: baselines/ under the rootdir",
+    flag="--cnnperf-baselines",
+    metavar="DIR",
+    ini=True,
+    path=True,
+    default=Path("baselines"),
+)
+MACHINE: Setting[str | None] = Setting(
+    "machine",
+    parse_text,
+    "Name of the kind of machine whose baselines apply. Default: derived from the device, "
+    "e.g. nvidia-h100-80gb-hbm3 or cpu-amd-epyc-7763-2t",
+    flag="--cnnperf-machine",
+    metavar="NAME",
+    ini=True,
+)
+THRESHOLD = Setting(
+    "threshold",
+    parse_fraction,
+    "Throughput loss that fails a benchmark, e.g. 10%",
+    flag="--cnnperf-threshold",
+    metavar="PCT",
+    ini=True,
+    marker=True,
+    default=0.10,
+    cuda=0.05,
+    show=percent,
+)
+MEMORY_THRESHOLD = Setting(
+    "memory_threshold",
+    parse_fraction,
+    "Peak-memory growth that fails a benchmark, e.g. 5%",
+    flag="--cnnperf-memory-threshold",
+    metavar="PCT",
+    ini=True,
+    marker=True,
+    default=0.05,
+    show=percent,
+)
+STRICT = Setting(
+    "strict",
+    parse_bool,
+    "Fail benchmarks that have no baseline, whose verdict is inconclusive or whose "
+    "environment (torch, CUDA, cuDNN, driver) differs from the baseline's",
+    flag="--cnnperf-strict",
+    switch=True,
+    ini=True,
+    marker=True,
+    default=False,
+)
+EFFORT = Setting(
+    "effort",
+    parse_effort,
+    "How much to measure: quick, standard or thorough",
+    flag="--cnnperf-effort",
+    metavar="LEVEL",
+    ini=True,
+    marker=True,
+    default=Effort.STANDARD,
+    show=str,
+)
+INPROCESS = Setting(
+    "inprocess",
+    parse_bool,
+    "Measure inside the pytest process instead of in fresh sample processes (faster, "
+    "works under a debugger; the samples then share one process's noise)",
+    flag="--cnnperf-inprocess",
+    switch=True,
+    ini=True,
+    default=False,
+)
+SAMPLES = Setting(
+    "samples",
+    parse_positive_int,
+    "Samples (fresh processes) per benchmark at the first look; twice as many to re-measure "
+    "or save",
+    flag="--cnnperf-samples",
+    metavar="N",
+    ini=True,
+    default=6,
+    cuda=3,
+    show=str,
+)
+MIN_TIME = Setting(
+    "min_time",
+    parse_seconds,
+    "Seconds of timed steps per sample",
+    ini=True,
+    default=0.4,
+    cuda=1.0,
+    show=lambda seconds: f"{seconds:g} s",
+)
+SAMPLE_TIMEOUT = Setting(
+    "sample_timeout",
+    parse_seconds,
+    "Seconds a sample process may take before it is killed",
+    ini=True,
+    default=1800.0,
+    show=lambda seconds: f"{seconds:g} s",
+)
+CALIBRATION = Setting(
+    "calibration",
+    parse_bool,
+    "Time a calibration workload in every sample and allow for the machine's speed (true/false)",
+    ini=True,
+    default=True,
+    show=lambda on: "true" if on else "false",
+)
+JSON_REPORT: Setting[Path | None] = Setting(
+    "json",
+    parse_path,
+    "Write every result, with its environment, samples and verdict, as JSON",
+    flag="--cnnperf-json",
+    metavar="PATH",
+    path=True,
+)
+MARKDOWN_REPORT: Setting[Path | None] = Setting(
+    "markdown",
+    parse_path,
+    "Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when it is set)",
+    flag="--cnnperf-markdown",
+    metavar="PATH",
+    path=True,
+)
+PLOT_REPORT: Setting[Path | None] = Setting(
+    "plot",
+    parse_path,
+    "Draw throughput and memory against the baselines to a PNG or SVG (needs matplotlib)",
+    flag="--cnnperf-plot",
+    metavar="PATH",
+    path=True,
+)
+BENCHMARK_JSON_REPORT: Setting[Path | None] = Setting(
+    "benchmark_json",
+    parse_path,
+    "Also write the results in pytest-benchmark's JSON format, for its dashboards",
+    flag="--cnnperf-benchmark-json",
+    metavar="PATH",
+    path=True,
+)
+ZOO_MODELS: Setting[tuple[str, ...] | None] = Setting(
+    "zoo_models",
+    parse_names,
+    "Models of the bundled zoo (--pyargs pytest_cnnperf.zoo), comma-separated. "
+    "Default: resnet18,resnet50,vgg16,mobilenet_v2,efficientnet_b0,googlenet,inception_v3",
+    flag="--cnnperf-zoo-models",
+    metavar="NAMES",
+)
+ZOO_BATCH_SIZE: Setting[tuple[int, ...] | None] = Setting(
+    "zoo_batch_size",
+    parse_positive_ints,
+    "Batch sizes for the zoo. Default: each model's published size on a GPU, a small one on "
+    "the CPU",
+    flag="--cnnperf-zoo-batch-size",
+    metavar="N[,N...]",
+)
+ZOO_IMAGE_SIZE: Setting[int | None] = Setting(
+    "zoo_image_size",
+    parse_positive_int,
+    "Image size for the zoo. Default: each model's own (224, 299 for inception_v3) on a GPU, "
+    "small on the CPU",
+    flag="--cnnperf-zoo-image-size",
+    metavar="PX",
+)
+ZOO_AMP: Setting[tuple[str | None, ...]] = Setting(
+    "zoo_amp",
+    parse_amp_list,
+    "Automatic mixed precision for the zoo: off, fp16, bf16, or several. Default: off",
+    flag="--cnnperf-zoo-amp",
+    metavar="MODE[,MODE...]",
+    default=(None,),
+)
+ZOO_MEMORY_FORMAT: Setting[tuple[bool, ...]] = Setting(
+    "zoo_memory_format",
+    parse_memory_formats,
+    "Memory format for the zoo: contiguous, channels_last, or both. Default: contiguous",
+    flag="--cnnperf-zoo-memory-format",
+    metavar="FORMAT[,FORMAT...]",
+    default=(False,),
+)
+
+#: every setting, in the order ``pytest --help`` lists them
+SETTINGS: tuple[Setting[Any], ...] = (
+    ENABLED,
+    CUDNN,
+    DEVICE,
+    SAVE,
+    PRUNE,
+    BASELINES,
+    MACHINE,
+    THRESHOLD,
+    MEMORY_THRESHOLD,
+    EFFORT,
+    STRICT,
+    INPROCESS,
+    SAMPLES,
+    MIN_TIME,
+    SAMPLE_TIMEOUT,
+    CALIBRATION,
+    JSON_REPORT,
+    MARKDOWN_REPORT,
+    PLOT_REPORT,
+    BENCHMARK_JSON_REPORT,
+    ZOO_MODELS,
+    ZOO_BATCH_SIZE,
+    ZOO_IMAGE_SIZE,
+    ZOO_AMP,
+    ZOO_MEMORY_FORMAT,
+)
+MARKER_SETTINGS = tuple(s for s in SETTINGS if s.marker)
+MARKER_ARGUMENTS = tuple(s.name for s in MARKER_SETTINGS)
+MARKER_HELP = (
+    f"cnnperf({', '.join(f'{name}=None' for name in MARKER_ARGUMENTS)}): per-test settings of "
+    "pytest-cnnperf: the throughput and memory thresholds (e.g. '15%'), the effort (quick, "
+    "standard, thorough) and strict mode"
+)
+
+
+def _dest(setting: Setting[Any]) -> str:
+    return f"cnnperf_{setting.name}"
+
+
+def add_options(parser: Any) -> None:
+    """Declare every option and ini setting (``parser``: pytest's ``Parser``)."""
+    # Help text follows pytest's rules: capitalised; a single phrase has no period.
+    group = parser.getgroup("cnnperf", "CNN training performance (pytest-cnnperf)")
+    for setting in SETTINGS:
+        if setting.flag is None:
+            continue
+        text = setting.full_help().replace("%", "%%")
+        if setting.switch:
+            group.addoption(
+                setting.flag, action="store_true", default=None, dest=_dest(setting), help=text
+            )
+        else:
+            group.addoption(
+                setting.flag,
+                dest=_dest(setting),
+                metavar=setting.metavar,
+                type=argtype(setting.parse),
+                help=text,
+            )
+    for setting in SETTINGS:
+        if setting.ini:
+            parser.addini(setting.ini_name, setting.full_help(), default="")
+
+
+class MarkerError(ValueError):
+    """``@pytest.mark.cnnperf(...)`` was given something it does not take."""
+
+
+def read_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[Setting[Any], Any]:
+    """Validate ``@pytest.mark.cnnperf(...)``; ``MarkerError`` names what is wrong."""
+    accepted = ", ".join(MARKER_ARGUMENTS)
+    if args:
+        raise MarkerError(
+            f"@pytest.mark.cnnperf takes keyword arguments only, got {args!r}; accepted: {accepted}"
+        )
+    unknown = sorted(set(kwargs) - set(MARKER_ARGUMENTS))
+    if unknown:
+        raise MarkerError(
+            f"@pytest.mark.cnnperf got unknown argument(s) {', '.join(unknown)}; "
+            f"accepted: {accepted}"
+        )
+    values: dict[Setting[Any], Any] = {}
+    for setting in MARKER_SETTINGS:
+        value = kwargs.get(setting.name)
+        if value is None:
+            continue
+        try:
+            values[setting] = setting.parse(value)
+        except ValueError as exc:
+            raise MarkerError(f"@pytest.mark.cnnperf({setting.name}={value!r}): {exc}") from None
+    return values
+
+
+class IniError(ValueError):
+    """An ini setting has a value its parser refuses."""
+
+
+class Settings:
+    """Resolved settings: ``settings[THRESHOLD]`` is the value in force."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Mapping[Setting[Any], Any]) -> None:
+        self._values = dict(values)
+
+    def __getitem__(self, setting: Setting[T]) -> T:
+        value: T = self._values[setting]
+        return value
+
+
+class Configuration:
+    """What the command line and the ini file set, with the folders their paths are relative
+    to; :meth:`resolve` gives the settings in force on a device (for a test, with its marker)."""
+
+    def __init__(
+        self,
+        cli: Mapping[Setting[Any], Any],
+        ini: Mapping[Setting[Any], Any],
+        invocation_dir: Path,
+        rootdir: Path,
+    ) -> None:
+        self.cli = dict(cli)
+        self.ini = dict(ini)
+        self.invocation_dir = invocation_dir
+        self.rootdir = rootdir
+
+    @classmethod
+    def read(
+        cls,
+        options: Any,
+        getini: Callable[[str], object],
+        invocation_dir: Path,
+        rootdir: Path,
+        settings: Iterable[Setting[Any]] = SETTINGS,
+    ) -> Configuration:
+        """From pytest's parsed ``options`` and ``getini``; ``IniError`` for a bad ini value."""
+        cli: dict[Setting[Any], Any] = {}
+        ini: dict[Setting[Any], Any] = {}
+        for setting in settings:
+            if setting.flag is not None:
+                value = getattr(options, _dest(setting), None)
+                if value is not None:
+                    cli[setting] = value
+            if setting.ini:
+                raw = str(getini(setting.ini_name)).strip()
+                if raw:
+                    try:
+                        ini[setting] = setting.parse(raw)
+                    except ValueError as exc:
+                        raise IniError(f"ini setting {setting.ini_name} = {raw!r}: {exc}") from None
+        return cls(cli, ini, invocation_dir, rootdir)
+
+    def resolve(
+        self, device_type: str, marker: Mapping[Setting[Any], Any] | None = None
+    ) -> Settings:
+        """The value of every setting: the command line's, else the marker's, else the ini
+        file's, else the device's default."""
+        values: dict[Setting[Any], Any] = {}
+        for setting in SETTINGS:
+            if setting in self.cli:
+                value, base = self.cli[setting], self.invocation_dir
+            elif marker and setting in marker:
+                value, base = marker[setting], self.rootdir
+            elif setting in self.ini:
+                value, base = self.ini[setting], self.rootdir
+            else:
+                value, base = setting.default_for(device_type), self.rootdir
+            if setting.path and value is not None:
+                value = base / value
+            values[setting] = value
+        return Settings(values)
+
+    def given(self, setting: Setting[Any]) -> bool:
+        """Whether the command line or the ini file set ``setting``."""
+        return setting in self.cli or setting in self.ini
