@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from . import settings
+from .stash import SAMPLING, SESSION
 
 if TYPE_CHECKING:
     from .measuring.cudnn import CudnnMode
@@ -53,8 +54,8 @@ def pytest_configure(config: pytest.Config) -> None:
     from . import workers
     from .measuring import device
     from .models import ModelRegistry
-    from .sampling.manager import SAMPLING, Sampling
-    from .session import SESSION, Session
+    from .sampling.manager import Sampling
+    from .session import Session
 
     requested = configuration.resolve("cpu")
     slot = workers.worker_slot(config)
@@ -81,8 +82,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _session(config: pytest.Config) -> Session | None:
-    from .session import SESSION
-
     return config.stash.get(SESSION, None)
 
 
@@ -112,7 +111,6 @@ def pytest_sessionstart(session: pytest.Session) -> Iterator[None]:
         return
     from . import workers
     from .sampling import child
-    from .sampling.manager import SAMPLING
 
     if workers.controller_workers(session.config):
         return
@@ -201,7 +199,6 @@ def cnnperf(request: pytest.FixtureRequest, cudnn_mode: CudnnMode | None) -> Cnn
     baseline and return the result."""
     from .location import Location
     from .runner import CnnPerf
-    from .sampling.manager import SAMPLING
 
     session = _require_session(request.config)
     marker = request.node.get_closest_marker("cnnperf")
@@ -274,7 +271,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     from . import workers
     from .reports import outputs
-    from .sampling.manager import SAMPLING
 
     session.config.stash[SAMPLING].close()
     if workers.worker_slot(session.config):  # the controller merges, saves and reports

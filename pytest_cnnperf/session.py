@@ -10,8 +10,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
-
 from .baseline import BaselineFileError, BaselineStore, SaveOutcome
 from .location import Location
 from .models import ModelRegistry
@@ -142,6 +140,3 @@ class Session:
                 path = self.store.path(self.machine, module)
                 stale = self.stale_tests(self.machine, module)
                 report.stale += [(str(path), test) for test in stale]
-
-
-SESSION = pytest.StashKey[Session]()

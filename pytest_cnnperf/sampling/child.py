@@ -19,7 +19,7 @@ import pytest
 from _pytest.runner import runtestprotocol  # the protocol without reporting, as xdist uses it
 
 from ..results import BenchmarkResult
-from .manager import SAMPLING
+from ..stash import SAMPLING
 from .messages import ChildReport, Job, Site, TakenSample, describe_error, write_report
 
 if TYPE_CHECKING:

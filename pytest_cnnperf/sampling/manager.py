@@ -29,8 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import pytest
-
 from ..measuring.sample import SamplePlan
 from ..measuring.workload import Workload
 from ..results import BenchmarkResult
@@ -348,6 +346,3 @@ class Sampling:
         if self.zygote is not None:
             self.zygote.close()
             self.zygote = None
-
-
-SAMPLING = pytest.StashKey[Sampling]()

@@ -8,7 +8,7 @@ import pytest
 
 from pytest_cnnperf.models import ModelFactory
 from pytest_cnnperf.runner import CnnPerf
-from pytest_cnnperf.session import SESSION
+from pytest_cnnperf.stash import SESSION
 from pytest_cnnperf.zoo import ZooCase, ZooOptions, cases
 
 

@@ -1,0 +1,20 @@
+"""The keys under which a benchmark session keeps its state in ``config.stash``.
+
+Apart from the modules that hold the state so that the plugin can look for it in every pytest
+run, benchmarks or not, without importing them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from .sampling.manager import Sampling
+    from .session import Session
+
+#: the session's results, baselines to save and settings (only in a ``--cnnperf`` run)
+SESSION: pytest.StashKey[Session] = pytest.StashKey()
+#: where the session's samples come from
+SAMPLING: pytest.StashKey[Sampling] = pytest.StashKey()
