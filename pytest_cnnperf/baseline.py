@@ -167,10 +167,27 @@ class BaselineStore:
             for test, keys in updates.items():
                 entries.setdefault(test, {}).update(keys)
                 written += len(keys)
-            document = BaselineFile(machine, entries)
+            document = BaselineFile(machine, entries, module)
             _write_atomically(path, render(document))
             self._cache[path] = document
         return SaveOutcome(path=path, written=written, removed=removed)
+
+    def machines_with(self, module: str, test: str, key: str) -> list[str]:
+        """The kinds of machine whose baselines include ``test``'s ``key`` (files that cannot
+        be read are passed over)."""
+        found = []
+        folders = sorted(p for p in self.root.iterdir() if p.is_dir()) if self.root.is_dir() else []
+        for folder in folders:
+            path = folder / f"{module}.json"
+            if not path.is_file():
+                continue
+            try:
+                document = self.load(path)
+            except BaselineFileError:
+                continue
+            if document is not None and key in document.entries.get(test, {}):
+                found.append(document.machine)
+        return found
 
     def files(self) -> list[Path]:
         return sorted(self.root.rglob("*.json")) if self.root.is_dir() else []

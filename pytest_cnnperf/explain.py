@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Sequence
 
 from . import units
 from .results import (
@@ -88,6 +89,9 @@ def failure(result: BenchmarkResult, alpha: float) -> str:
             f"{head} has no baseline in {decision.baseline_file} "
             "(strict mode fails benchmarks without one)"
         )
+        missing = _no_baseline(decision)
+        if missing and missing.elsewhere:
+            lines.append(f"  note: {reason_text(missing)}")
     elif decision.verdict is Verdict.INCONCLUSIVE:
         lines.append(
             f"{head} is inconclusive (strict mode fails it): the noise is too large to tell a "
@@ -114,7 +118,58 @@ def failure(result: BenchmarkResult, alpha: float) -> str:
         if decision.verdict is not Verdict.NEW
         else "  Record one with: " + save_command(result.test_id)
     )
+    missing = _no_baseline(decision)
+    if missing and missing.elsewhere:
+        lines.append("  " + _share_hint(missing.elsewhere))
     return "\n".join(lines)
+
+
+def _no_baseline(decision: Decision) -> NoBaseline | None:
+    return next((r for r in decision.reasons if isinstance(r, NoBaseline)), None)
+
+
+def _share_hint(machines: Sequence[str]) -> str:
+    example = machines[0]
+    others = " or ".join(machines)
+    return (
+        f"Or, if this machine is of the same kind as {others}, share its baselines: "
+        f"--cnnperf-machine={example} (or cnnperf_machine = {example} in the ini file)."
+    )
+
+
+def missing_baselines(results: Sequence[BenchmarkResult]) -> list[str]:
+    """For a session's summary: which benchmarks have no baseline on this kind of machine,
+    where they were looked for, which machines have them, and the two fixes."""
+    missing = [(r, reason) for r in results if (reason := _no_baseline(r.decision)) is not None]
+    if not missing:
+        return []
+    machines = sorted({reason.machine for _, reason in missing})
+    files = sorted({r.decision.baseline_file for r, _ in missing if r.decision.baseline_file})
+    count = len(missing)
+    where = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    lines = [
+        f"{count} benchmark{'' if count == 1 else 's'} had no baseline for this kind of machine "
+        f"({', '.join(machines)}); looked in {where or 'no file'}"
+    ]
+    elsewhere: dict[str, int] = {}
+    for _, reason in missing:
+        for machine in reason.elsewhere:
+            elsewhere[machine] = elsewhere.get(machine, 0) + 1
+    if elsewhere:
+        found = ", ".join(f"{m} ({n} of {count})" for m, n in sorted(elsewhere.items()))
+        lines.append(f"  baselines of them exist for other kinds of machine: {found}")
+    lines.append(
+        "  Record them for this machine: run the same command with --cnnperf-save, and commit "
+        "the files it writes."
+    )
+    if elsewhere:
+        lines.append("  " + _share_hint(sorted(elsewhere, key=lambda m: -elsewhere[m])))
+    else:
+        lines.append(
+            "  Or, to share baselines between runners of one class whose machine names differ, "
+            "name the kind with --cnnperf-machine=NAME (or cnnperf_machine in the ini file)."
+        )
+    return lines
 
 
 def headline(result: BenchmarkResult) -> str:
@@ -130,6 +185,9 @@ def headline(result: BenchmarkResult) -> str:
         text += f", peak {units.nbytes(m.peak_allocated_bytes)}"
     if result.decision.throughput:
         text += f" ({units.change(-result.decision.throughput.change)} vs baseline)"
+    missing = _no_baseline(result.decision)
+    if missing:
+        text += f" ({reason_text(missing)})"
     return text
 
 
@@ -190,7 +248,10 @@ def reason_text(reason: Reason) -> str:
             f"{where[reason.current_in_process]}"
         )
     if isinstance(reason, NoBaseline):
-        return NO_BASELINE
+        text = f"{NO_BASELINE} for {reason.machine or 'this kind of machine'}"
+        if reason.elsewhere:
+            text += f"; baselines of it exist for {', '.join(reason.elsewhere)}"
+        return text
     return reason.text
 
 

@@ -420,7 +420,12 @@ RESULTS: Document[ResultsFile] = Document(
 BASELINE: Document[BaselineFile] = Document(
     "pytest-cnnperf/baseline",
     1,
-    ObjectOf(BaselineFile, Field("machine", STR), Field("entries", MapOf(MapOf(ENTRY)))),
+    ObjectOf(
+        BaselineFile,
+        Field("machine", STR),
+        Field("entries", MapOf(MapOf(ENTRY))),
+        optional("module", STR),
+    ),
     "",
 )
 

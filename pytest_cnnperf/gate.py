@@ -282,14 +282,16 @@ def decide(
     baseline: BaselineEntry | None,
     settings: GateSettings,
     baseline_file: str | None = None,
+    elsewhere: tuple[str, ...] = (),
 ) -> Decision:
-    """The verdict on ``measurement`` against ``baseline`` (``None``: there is none)."""
+    """The verdict on ``measurement`` against ``baseline`` (``None``: there is none;
+    ``elsewhere`` then names the kinds of machine that have one)."""
     if baseline is None:
         return Decision(
             verdict=Verdict.NEW,
             failed=settings.strict,
             baseline_file=baseline_file,
-            reasons=(NoBaseline(),),
+            reasons=(NoBaseline(environment.machine, elsewhere),),
         )
     changes = environment.changes_from(baseline.environment)
     throughput = _judge_throughput(measurement, baseline, settings, bool(changes))

@@ -346,7 +346,12 @@ class Comparison:
 
 @dataclass(frozen=True)
 class NoBaseline:
-    """No baseline entry applies to the benchmark."""
+    """No baseline entry applies to the benchmark on this kind of machine."""
+
+    #: the kind of machine whose baselines were looked for
+    machine: str = ""
+    #: other kinds of machine that have a baseline of the benchmark
+    elsewhere: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -511,7 +516,12 @@ class BaselineEntry:
 
 @dataclass(frozen=True)
 class BaselineFile:
-    """The baselines of one test module on one kind of machine: test -> key -> entry."""
+    """The baselines of one test module on one kind of machine: test -> key -> entry.
+
+    The file names its machine and its test module itself, so that a copy or a download of it
+    compares and gates like the original (files from before ``module`` was written lack it)."""
 
     machine: str
     entries: dict[str, dict[str, BaselineEntry]]
+    #: the test module's key, e.g. ``tests/perf/test_models`` (see ``location.module_key``)
+    module: str | None = None

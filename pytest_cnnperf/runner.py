@@ -348,13 +348,16 @@ class CnnPerf:
         machine = taken[0].environment.machine
         store, module = self._session.store, self._location.module
         path = store.path(machine, module)
-        entry = store.entry(machine, module, self._location.test, config.key())
+        test, key = self._location.test, config.key()
+        entry = store.entry(machine, module, test, key)
+        elsewhere = () if entry else tuple(store.machines_with(module, test, key))
         return gate.decide(
             _measurement(config, taken),
             taken[0].environment,
             entry,
             settings,
             explain.display_path(path),
+            elsewhere=tuple(m for m in elsewhere if m != machine),
         )
 
     def _result(

@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .. import units
+from .. import explain, units
 from ..results import BenchmarkResult, Comparison, Verdict
 from . import table
 
@@ -119,6 +119,9 @@ def render(results: Sequence[BenchmarkResult], verbose: bool = False) -> str:
         lines += ["", f"_{table.CHANGE_LEGEND}_"]
     if notes:
         lines += ["", "Notes:", "", *notes]
+    missing = explain.missing_baselines(results)
+    if missing:
+        lines += ["", *[_escape(line.strip()) for line in missing]]
     lines.append("")
     for env in table.environments(results):
         lines.append(f"**Environment** ({_code(env.machine)}): {_escape(env.describe())}")

@@ -92,10 +92,13 @@ def from_result(result: BenchmarkResult) -> Record | None:
 
 
 def from_baseline(document: BaselineFile, path: Path) -> list[Record]:
-    """Records of a baseline file; the test module is the file's path below its machine's
-    folder (``baselines/<machine>/tests/test_models.json`` -> ``tests/test_models.py``)."""
-    parts = path.parts
-    if document.machine in parts[:-1]:
+    """Records of a baseline file. The test module is the one the file names; a file from
+    before files named it is read by its path below its machine's folder
+    (``baselines/<machine>/tests/test_models.json`` -> ``tests/test_models.py``)."""
+    if document.module is not None:
+        module = document.module
+    elif document.machine in path.parts[:-1]:
+        parts = path.parts
         start = len(parts) - 1 - parts[::-1].index(document.machine, 1)
         module = "/".join(parts[start + 1 :])
     else:

@@ -63,6 +63,11 @@ def summary(reporter: pytest.TerminalReporter, session: Session) -> None:
         verbose = reporter.config.get_verbosity() > 0
         for line, verdict in styled_lines(results, verbose):
             reporter.write_line(line, **(MARKUP.get(verdict, {}) if verdict else {}))
+    missing = explain.missing_baselines(results)
+    if missing:
+        reporter.write_line("")
+        for line in missing:
+            reporter.write_line(line, yellow=True)
     for outcome in finish.saved:
         removed = f", removed {len(outcome.removed)} stale test(s)" if outcome.removed else ""
         reporter.write_line(f"saved {outcome.written} baseline(s) to {outcome.path}{removed}")
