@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .. import units
+from .. import explain, units
 from ..results import BenchmarkResult, Comparison, Verdict
 from . import table
 
@@ -73,13 +73,15 @@ def _attention(results: Sequence[BenchmarkResult]) -> list[str]:
     for result in results:
         d = result.decision
         name = f"{_code(table.short_test(result.test_id))} ({table.short_key(result.config)})"
-        if d.verdict is Verdict.REGRESSED:
+        compiled = [explain.reason_text(r) for r in d.reasons if explain.fails_compile(r)]
+        if d.verdict is Verdict.REGRESSED or compiled:
             what = [
                 _metric(c, result.config.unit)
                 for c in (d.throughput, d.memory)
                 if c and c.verdict is Verdict.REGRESSED
             ]
-            lines.append(f"- {ICON[d.verdict]} {name}: {'; '.join(what)}")
+            icon = ICON[Verdict.REGRESSED]
+            lines.append(f"- {icon} {name}: {_escape('; '.join(what + compiled))}")
         elif d.verdict is Verdict.ERROR:
             lines.append(f"- {ICON[d.verdict]} {name}: {_escape(result.error or 'error')}")
         elif d.verdict is Verdict.INCONCLUSIVE and d.throughput and result.measurement:
@@ -123,6 +125,8 @@ def render(results: Sequence[BenchmarkResult], verbose: bool = False) -> str:
     for env in table.environments(results):
         lines.append(f"**Environment** ({_code(env.machine)}): {_escape(env.describe())}")
         lines.append("")
+    for line in table.compilers(results):
+        lines += [f"**Compiler**: {_escape(line.removeprefix('compiler: '))}", ""]
     return "\n".join(lines)
 
 
