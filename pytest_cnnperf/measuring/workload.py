@@ -141,10 +141,10 @@ def build_train(model: Any, spec: TrainSpec, device: Any) -> Workload:
     scaler = torch.amp.GradScaler(device.type) if spec.amp == "fp16" else None
     state: dict[str, Any] = {}
 
-    def autocast() -> contextlib.AbstractContextManager[Any]:
+    def autocast(cache: bool = True) -> contextlib.AbstractContextManager[Any]:
         if dtype is None:
             return contextlib.nullcontext()
-        return torch.autocast(device_type=device.type, dtype=dtype)
+        return torch.autocast(device_type=device.type, dtype=dtype, cache_enabled=cache)
 
     def loss_of(x: Any, y: Any) -> Any:
         return loss_fn(model(x), y)
@@ -195,7 +195,9 @@ def build_train(model: Any, spec: TrainSpec, device: Any) -> Workload:
         from .graphed import capture
 
         def whole_step() -> None:
-            with autocast():
+            # no autocast cache of cast weights: CUDA graphs do not support it
+            # (torch.cuda.make_graphed_callables refuses it for the same reason)
+            with autocast(cache=False):
                 loss = loss_of(images, targets)
             loss.backward()
             optimizer.step()
@@ -231,8 +233,9 @@ def build_inference(model: Any, spec: InferenceSpec, device: Any) -> Workload:
         with torch.inference_mode():
             if dtype is None:
                 run_model(images)
-            else:
-                with torch.autocast(device_type=device.type, dtype=dtype):
+            else:  # CUDA graphs do not support autocast's cache of cast weights
+                cache = not spec.cuda_graphs
+                with torch.autocast(device_type=device.type, dtype=dtype, cache_enabled=cache):
                     run_model(images)
 
     def static_bytes() -> int:
