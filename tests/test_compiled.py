@@ -9,6 +9,7 @@ half a minute and more on a 2-core CPU, are marked slow (``pytest -m slow``)."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import textwrap
 from pathlib import Path
@@ -731,3 +732,35 @@ def test_sample_processes_share_a_cache_the_first_compiles_cold(
     for recorded in (train, inference):
         assert recorded["compile_cold_s"] > recorded["compile_warm_s"] > 0
         assert recorded["config"]["compile"]["backend"] == "inductor"
+
+
+def test_cnnperf_show_of_a_baseline_file_has_the_compile_figures(tmp_path: Path) -> None:
+    from pytest_cnnperf.cli import main
+    from pytest_cnnperf.results import BaselineFile
+
+    compiled = entry(compiled_measurement(breaks=(BREAK,)))
+    eager = dataclasses.replace(
+        compiled,
+        config=dataclasses.replace(CONFIG, compile=None),
+        compile_cold_s=None,
+        compile_warm_s=None,
+        graph_breaks=(),
+    )
+    document = BaselineFile(
+        "cpu-test-2t", {"test_a": {CONFIG.key(): compiled, eager.config.key(): eager}}
+    )
+    path = tmp_path / "baselines" / "cpu-test-2t" / "test_perf.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(formats.BASELINE.dump(document)))
+    out = io.StringIO()
+    assert main(["show", str(path)], out=out) == 0
+    lines = out.getvalue().splitlines()
+    header = next(line for line in lines if line.startswith("test "))
+    assert header.split("  ")[-1].strip() == "samples"
+    assert "compile cold / warm  breaks" in header
+    compiled_row, eager_row = sorted(
+        (line for line in lines if line.startswith("test_a ")),
+        key=lambda line: "compile" not in line,
+    )
+    assert " 30.00 s / 3.00 s       1 " in compiled_row
+    assert "  -       - " in eager_row
