@@ -184,7 +184,7 @@ class Compilation:
     warmup_recompiles: int = 0
     #: why they were recompiled (Dynamo's guard failures), first lines
     recompile_reasons: tuple[str, ...] = ()
-    #: frames torch.compile gave up on and ran eagerly (the recompile limit)
+    #: frames torch.compile gave up on at its recompile limit and ran eagerly from then on
     eager_frames: int = 0
     #: compiled graphs the CUDA-graph modes ran without CUDA graphs
     cudagraph_skips: int = 0

@@ -764,3 +764,15 @@ def test_cnnperf_show_of_a_baseline_file_has_the_compile_figures(tmp_path: Path)
     )
     assert " 30.00 s / 3.00 s       1 " in compiled_row
     assert "  -       - " in eager_row
+
+
+def test_markdown_of_a_new_benchmark_that_recompiles_says_it_failed() -> None:
+    m = compiled_measurement(recompiles=1)
+    decision = gate.decide(m, COMPILED_ENV, None, SETTINGS)
+    result = BenchmarkResult("t.py::test_a", CONFIG.key(), CONFIG, decision, COMPILED_ENV, m)
+    text = markdown.render([result])
+    assert text.startswith("### ❌ cnnperf: 1 of 1 benchmark failed (recompiles)\n")
+    assert (
+        "- ❌ `test_a` (tiny bs=8 64x64 compile): recompiles: torch.compile recompiled 1 time"
+        in (text)
+    )

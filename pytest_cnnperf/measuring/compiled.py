@@ -64,7 +64,6 @@ class _Counts:
     """Dynamo's and inductor's counters at one moment."""
 
     frames: int
-    frames_ok: int
     graphs: int
     cache_hits: int
     cache_misses: int
@@ -77,7 +76,6 @@ class _Counts:
         inductor, aot = counters["inductor"], counters["aot_autograd"]
         return cls(
             frames=counters["frames"]["total"],
-            frames_ok=counters["frames"]["ok"],
             graphs=counters["stats"]["unique_graphs"],
             cache_hits=inductor["fxgraph_cache_hit"] + aot["autograd_cache_hit"],
             cache_misses=inductor["fxgraph_cache_miss"] + aot["autograd_cache_miss"],
@@ -164,9 +162,11 @@ class Compiled:
 
     def start(self) -> None:
         """A new sample: forget the steps watched so far and count from here."""
-        from torch._dynamo.utils import guard_failures
+        from torch._dynamo.utils import get_compilation_metrics, guard_failures
 
         self._before = _Counts.now()
+        metrics = get_compilation_metrics()
+        self._last_metric = metrics[-1] if metrics else None
         self._starts: list[float] = []
         self._frames: list[int] = []
         self._reasons: list[tuple[str, ...]] = []
@@ -249,9 +249,29 @@ class Compiled:
             recompile_reasons=tuple(
                 dict.fromkeys(r for reasons in self._reasons[1:] for r in reasons)
             ),
-            eager_frames=(after.frames - after.frames_ok) - (before.frames - before.frames_ok),
+            eager_frames=self._given_up(),
             cudagraph_skips=after.cudagraph_skips - before.cudagraph_skips,
         )
+
+    def _given_up(self) -> int:
+        """Frames Dynamo stopped compiling in this sample because they hit the recompile limit
+        (it runs them eagerly from then on, with no more than a warning in its log)."""
+        from torch._dynamo.utils import get_compilation_metrics
+
+        metrics = get_compilation_metrics()
+        if self._last_metric is not None:
+            at = next((i for i, m in enumerate(metrics) if m is self._last_metric), -1)
+            metrics = metrics[at + 1 :]
+        return sum(
+            1
+            for m in metrics
+            if _RECOMPILE_LIMIT.search(str(getattr(m, "fail_reason", None) or ""))
+        )
+
+
+#: how Dynamo's metrics name a frame given up at the recompile limit (``cache_size_limit``
+#: before torch 2.6 renamed it)
+_RECOMPILE_LIMIT = re.compile(r"recompile.?limit|cache.?size.?limit", re.IGNORECASE)
 
 
 def _cache_state(hits: int, misses: int) -> str:

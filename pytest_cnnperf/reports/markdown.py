@@ -45,6 +45,9 @@ def title(results: Sequence[BenchmarkResult]) -> str:
         return f"{ICON[Verdict.REGRESSED]} cnnperf: {count[Verdict.REGRESSED]} {of} regressed"
     if count.get(Verdict.ERROR):
         return f"{ICON[Verdict.ERROR]} cnnperf: {count[Verdict.ERROR]} {of} failed to run"
+    recompiling = sum(any(explain.fails_compile(r) for r in x.decision.reasons) for x in results)
+    if recompiling:  # without a baseline (a new benchmark that recompiles while timed)
+        return f"{ICON[Verdict.REGRESSED]} cnnperf: {recompiling} {of} failed (recompiles)"
     if count.get(Verdict.SAVED) == n:
         return f"{ICON[Verdict.SAVED]} cnnperf: recorded baselines of {n} benchmarks"
     if count.get(Verdict.INCONCLUSIVE):
