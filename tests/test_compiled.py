@@ -776,3 +776,16 @@ def test_markdown_of_a_new_benchmark_that_recompiles_says_it_failed() -> None:
         "- ❌ `test_a` (tiny bs=8 64x64 compile): recompiles: torch.compile recompiled 1 time"
         in (text)
     )
+
+
+def test_junit_properties_carry_the_compile_figures() -> None:
+    from pytest_cnnperf.reports import junit
+
+    m = compiled_measurement(breaks=(BREAK,))
+    result = BenchmarkResult(
+        "t.py::test_a", CONFIG.key(), CONFIG, gate.decide(m, ENV, None, SETTINGS), ENV, m
+    )
+    props = dict(junit.properties(result))
+    assert props["cnnperf.compile_cold_s"] == "30"
+    assert props["cnnperf.compile_warm_s"] == "3"
+    assert (props["cnnperf.graph_breaks"], props["cnnperf.recompiles"]) == ("1", "0")
