@@ -13,14 +13,30 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .results import BenchConfig
-from .settings import parse_amp
+from .results import BenchConfig, CompileSetting, OptionValue
+from .settings import COMPILE_MODES, parse_amp
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
+#: the ``torch.compile`` arguments ``compile={...}`` takes
+COMPILE_ARGUMENTS = ("backend", "mode", "fullgraph", "dynamic", "options")
+COMPILE_FORMS = (
+    f"use True, a mode ({', '.join(COMPILE_MODES)}) or a dict of torch.compile arguments "
+    f"({', '.join(COMPILE_ARGUMENTS)}), e.g. compile={{'mode': 'max-autotune'}}"
+)
 
 
 class ArgumentProblem(ValueError):
     """A benchmark call's argument that cannot be measured; the message says why."""
+
+
+@dataclass(frozen=True)
+class CompileRequest:
+    """How to compile a benchmark: the setting (its identity), the backend as given (a name,
+    or a callable from the test) and the compiler cache folder its sample processes share."""
+
+    setting: CompileSetting
+    backend: str | Callable[..., Any] = "inductor"
+    cache: str | None = None
 
 
 @dataclass(frozen=True)
@@ -36,6 +52,8 @@ class TrainSpec:
     #: data-parallel ranks; above 1 the model is wrapped in DistributedDataParallel, which needs
     #: the process group to be initialised already
     world_size: int = 1
+    compile: CompileRequest | None = None
+    cuda_graphs: bool = False
 
 
 @dataclass(frozen=True)
@@ -44,6 +62,8 @@ class InferenceSpec:
     image_size: tuple[int, int]
     amp: str | None = None
     channels_last: bool = False
+    compile: CompileRequest | None = None
+    cuda_graphs: bool = False
 
 
 def _positive_int(value: object) -> bool:
@@ -94,6 +114,110 @@ def world_size(value: object) -> int:
     raise ArgumentProblem(f"world_size={value!r} is not a number of ranks; use a positive int")
 
 
+def _compile_mode(value: object, given: str) -> str | None:
+    if isinstance(value, str) and value.strip().lower() in COMPILE_MODES:
+        mode = value.strip().lower()
+        return None if mode == "default" else mode
+    raise ArgumentProblem(
+        f"{given} is not a torch.compile mode; use one of {', '.join(COMPILE_MODES)}"
+    )
+
+
+def _compile_options(value: object) -> tuple[tuple[str, OptionValue], ...]:
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise ArgumentProblem(
+            f"compile={{'options': {value!r}}}: options is a dict of inductor option names "
+            "and values, e.g. {'max_autotune': True} (see torch._inductor.list_options())"
+        )
+    for name, option in value.items():
+        if not isinstance(option, (bool, int, float, str)):
+            raise ArgumentProblem(
+                f"compile={{'options': {{{name!r}: {option!r}}}}}: an option's value must be a "
+                "bool, number or string (benchmarks record it in their baseline)"
+            )
+    return tuple(sorted(value.items()))
+
+
+def compile_request(value: object) -> CompileRequest | None:
+    """``compile=``: ``None``/``False`` (eager), ``True`` or a mode name, or a dict of
+    ``torch.compile`` arguments."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return CompileRequest(CompileSetting())
+    if isinstance(value, str):
+        if value.strip().lower() not in COMPILE_MODES:
+            raise ArgumentProblem(f"compile={value!r} is not a compile mode; {COMPILE_FORMS}")
+        return CompileRequest(CompileSetting(mode=_compile_mode(value, f"compile={value!r}")))
+    if not isinstance(value, dict):
+        raise ArgumentProblem(f"compile={value!r} is not a compile setting; {COMPILE_FORMS}")
+    unknown = sorted(str(k) for k in value if k not in COMPILE_ARGUMENTS)
+    if unknown:
+        raise ArgumentProblem(
+            f"compile={value!r}: {', '.join(unknown)} is not an argument it takes; use "
+            f"{', '.join(COMPILE_ARGUMENTS)} (the plugin sets the rest)"
+        )
+    if value.get("mode") is not None and value.get("options") is not None:
+        raise ArgumentProblem(
+            f"compile={value!r}: torch.compile takes a mode or options, not both; put the "
+            "mode's options among yours (torch._inductor.list_mode_options(mode))"
+        )
+    backend = value.get("backend", "inductor")
+    if callable(backend):
+        backend_name = getattr(backend, "__name__", type(backend).__name__)
+    elif isinstance(backend, str) and backend.strip():
+        backend_name = backend.strip()
+    else:
+        raise ArgumentProblem(
+            f"compile={{'backend': {backend!r}}}: a backend is a name such as 'inductor' or "
+            "'aot_eager' (torch.compiler.list_backends()) or a callable"
+        )
+    flags = {}
+    for name in ("fullgraph", "dynamic"):
+        flag = value.get(name, False)
+        if not (isinstance(flag, bool) or (name == "dynamic" and flag is None)):
+            accepted = "True or False" + (" or None" if name == "dynamic" else "")
+            raise ArgumentProblem(f"compile={{{name!r}: {flag!r}}}: use {accepted}")
+        flags[name] = flag
+    mode = value.get("mode")
+    setting = CompileSetting(
+        backend=backend_name,
+        mode=None if mode is None else _compile_mode(mode, f"compile={{'mode': {mode!r}}}"),
+        fullgraph=bool(flags["fullgraph"]),
+        dynamic=flags["dynamic"],
+        options=_compile_options(value["options"]) if value.get("options") is not None else (),
+    )
+    return CompileRequest(setting, backend=backend if callable(backend) else backend_name)
+
+
+def cuda_graphs(
+    value: object, device_type: str, compiled: CompileRequest | None, amp: str | None
+) -> bool:
+    """``cuda_graphs=True``: a whole step captured and replayed as a CUDA graph, on CUDA only."""
+    if value is None or value is False:
+        return False
+    if value is not True:
+        raise ArgumentProblem(f"cuda_graphs={value!r}: use True or False")
+    if device_type != "cuda":
+        raise ArgumentProblem(
+            f"cuda_graphs=True captures the step as a CUDA graph, which needs a CUDA device, "
+            f"and this run measures on the {device_type.upper()}; leave cuda_graphs out on the "
+            "CPU, or run with --cnnperf-device=cuda"
+        )
+    if compiled is not None:
+        raise ArgumentProblem(
+            "cuda_graphs=True and compile= both ask for CUDA graphs in their own way: use "
+            "compile='reduce-overhead' for the compiler's CUDA graphs, or cuda_graphs=True "
+            "alone for a capture of the eager step"
+        )
+    if amp == "fp16":
+        raise ArgumentProblem(
+            "cuda_graphs=True with amp='fp16': the gradient scaler syncs with the CPU, which a "
+            "CUDA graph capture forbids; use amp='bf16', which needs no scaler"
+        )
+    return True
+
+
 def optimizer_name(value: str | Callable[..., Any]) -> str:
     if isinstance(value, str):
         return value.lower()
@@ -122,6 +246,8 @@ def train_config(
         cudnn_mode=cudnn_mode,
         world_size=spec.world_size,
         label=label,
+        compile=spec.compile.setting if spec.compile else None,
+        cuda_graphs=spec.cuda_graphs,
     )
 
 
@@ -137,6 +263,8 @@ def inference_config(
         channels_last=spec.channels_last,
         cudnn_mode=cudnn_mode,
         label=label,
+        compile=spec.compile.setting if spec.compile else None,
+        cuda_graphs=spec.cuda_graphs,
     )
 
 

@@ -112,9 +112,9 @@ def parser() -> argparse.ArgumentParser:
 
     mode_table = commands.add_parser(
         "modes",
-        help="Step time per cuDNN mode, precision or memory format, and speedups",
-        description="For a run over several cuDNN modes, AMP dtypes or memory formats: each "
-        "benchmark's step time per mode and its speedup against a reference mode.",
+        help="Step time per cuDNN mode, precision, memory format or compile mode, and speedups",
+        description="For a run over several cuDNN modes, AMP dtypes, memory formats or compile "
+        "modes: each benchmark's step time per mode and its speedup against a reference mode.",
     )
     mode_table.add_argument("file", metavar="FILE", type=Path, help="Results or baseline file")
     mode_table.add_argument(
@@ -267,8 +267,9 @@ def _modes(path: Path, reference: str | None) -> list[str]:
     if table is None:
         raise Problem(
             f"{path}: every benchmark in it ran in the same mode; a mode table needs a run "
-            "over several cuDNN modes (--cudnn=off,on), AMP dtypes (--cnnperf-zoo-amp=off,bf16) "
-            "or memory formats (--cnnperf-zoo-memory-format=contiguous,channels_last)"
+            "over several cuDNN modes (--cudnn=off,on), AMP dtypes (--cnnperf-zoo-amp=off,bf16), "
+            "memory formats (--cnnperf-zoo-memory-format=contiguous,channels_last) or compile "
+            "modes (--cnnperf-zoo-compile=off,default)"
         )
     return modes.lines(table)
 

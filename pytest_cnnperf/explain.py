@@ -11,14 +11,21 @@ from . import units
 from .results import (
     BenchmarkResult,
     Comparison,
+    CompileComparison,
+    CudaGraphsSkipped,
     Decision,
     Disturbance,
     Disturbed,
+    GraphBreak,
     MachineDrift,
+    Measurement,
+    NewGraphBreaks,
     NoBaseline,
     Reason,
+    Recompiled,
     Remark,
     SamplingChanged,
+    SlowerCompile,
     SoftwareChanged,
     UntrustworthyGpu,
     Verdict,
@@ -71,19 +78,75 @@ def comparison_lines(comparison: Comparison, unit: str, alpha: float) -> list[st
     ]
 
 
+#: what a compile reason that fails a benchmark says regressed
+_COMPILE_FAILURES = {
+    NewGraphBreaks: "graph breaks",
+    Recompiled: "recompiles",
+    SlowerCompile: "compile time",
+}
+
+
+#: how the sentences of those reasons begin (a results file keeps reasons as sentences)
+_COMPILE_FAILURE_OPENINGS = ("graph breaks: ", "recompiles: ", "compile time: ")
+
+
+def fails_compile(reason: Reason) -> bool:
+    """Whether ``reason`` is one that fails a compiled benchmark (read back from a results
+    file too)."""
+    if isinstance(reason, Remark):
+        return reason.text.startswith(_COMPILE_FAILURE_OPENINGS)
+    return type(reason) in _COMPILE_FAILURES
+
+
+def compile_failures(decision: Decision) -> list[str]:
+    """What failed a compiled benchmark: ``graph breaks``, ``recompiles``, ``compile time``."""
+    return [_COMPILE_FAILURES[type(r)] for r in decision.reasons if type(r) in _COMPILE_FAILURES]
+
+
+def compile_time(seconds: float | None, cache: str | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{units.seconds(seconds)} {'cold' if cache in ('cold', 'none') else cache}"
+
+
+def compile_lines(comparison: CompileComparison) -> list[str]:
+    """A compiled benchmark's compiler figures against the baseline's, for a failure message."""
+    line = f"compile     {compile_time(comparison.compile_s, comparison.cache)} now"
+    if comparison.baseline_compile_s is not None:
+        line += f", {units.seconds(comparison.baseline_compile_s)} in the baseline: "
+        line += units.change(comparison.compile_change)
+        if comparison.threshold is not None:
+            line += f" (fails above +{units.percent(comparison.threshold)})"
+    breaks = f"{comparison.graph_breaks} graph break{'' if comparison.graph_breaks == 1 else 's'}"
+    if comparison.baseline_graph_breaks is not None:
+        breaks += f" ({comparison.baseline_graph_breaks} in the baseline)"
+    recompiles = f"{comparison.recompiles} recompile{'' if comparison.recompiles == 1 else 's'}"
+    before = comparison.warmup_recompiles
+    line2 = f"            {breaks}, {recompiles} during the timed steps"
+    if before:
+        line2 += f" ({before} before them)"
+    if comparison.eager_frames:
+        frames = comparison.eager_frames
+        line2 += f", {frames} frame{'' if frames == 1 else 's'} run eagerly"
+    return [line, line2]
+
+
 def failure(result: BenchmarkResult, alpha: float) -> str:
     """Why ``result`` fails its test, with the numbers, the baseline file and the fix."""
     decision = result.decision
     unit = result.config.unit
     head = f"cnnperf: {result.key}"
     lines: list[str] = []
+    compiled = compile_failures(decision)
     if decision.verdict is Verdict.REGRESSED:
         what = [
             c.metric
             for c in (decision.throughput, decision.memory)
             if c and c.verdict is Verdict.REGRESSED
         ]
-        lines.append(f"{head} regressed ({' and '.join(what)})")
+        lines.append(f"{head} regressed ({' and '.join(what + compiled)})")
+    elif compiled:
+        lines.append(f"{head} failed ({' and '.join(compiled)})")
     elif decision.verdict is Verdict.NEW:
         lines.append(
             f"{head} has no baseline in {decision.baseline_file} "
@@ -102,9 +165,14 @@ def failure(result: BenchmarkResult, alpha: float) -> str:
     for comparison in (decision.throughput, decision.memory):
         if comparison:
             lines += ["  " + line for line in comparison_lines(comparison, unit, alpha)]
+    if decision.compile:
+        lines += ["  " + line for line in compile_lines(decision.compile)]
+    for reason in decision.reasons:
+        if fails_compile(reason):
+            lines.append(f"  {reason_text(reason)}")
     for change in decision.environment_changes:
         lines.append(f"  environment changed: {change}")
-    for note in notes(decision):
+    for note in notes(decision, compile_failures=False):
         lines.append(f"  note: {note}")
     if decision.baseline_file and decision.verdict is not Verdict.NEW:
         lines.append(f"  baseline    {decision.baseline_file}")
@@ -113,11 +181,15 @@ def failure(result: BenchmarkResult, alpha: float) -> str:
             "  Re-run it, measure more with --cnnperf-effort=thorough, or widen the threshold "
             "with @pytest.mark.cnnperf(threshold=...)."
         )
-    lines.append(
-        "  To accept this as the new baseline, run: " + save_command(result.test_id)
-        if decision.verdict is not Verdict.NEW
-        else "  Record one with: " + save_command(result.test_id)
-    )
+    if decision.verdict is Verdict.NEW and "recompiles" in compiled:
+        lines.append(
+            "  No baseline is recorded while it recompiles: its steady figure would include "
+            "compiling."
+        )
+    elif decision.verdict is not Verdict.NEW:
+        lines.append("  To accept this as the new baseline, run: " + save_command(result.test_id))
+    else:
+        lines.append("  Record one with: " + save_command(result.test_id))
     missing = _no_baseline(decision)
     if missing and missing.elsewhere:
         lines.append("  " + _share_hint(missing.elsewhere))
@@ -188,7 +260,39 @@ def headline(result: BenchmarkResult) -> str:
     missing = _no_baseline(result.decision)
     if missing:
         text += f" ({reason_text(missing)})"
+    compiled = compile_summary(m)
+    if compiled:
+        text += f"; {compiled}"
     return text
+
+
+def compile_summary(m: Measurement) -> str | None:
+    """``compiled in 31.2 s cold, 2.10 s warm; 0 graph breaks, 0 recompiles``."""
+    if not m.compilations:
+        return None
+    times = [
+        f"{units.seconds(t)} {cache}"
+        for cache in ("cold", "warm")
+        if (t := m.compile_time(cache)) is not None
+    ]
+    breaks, recompiles = len(m.graph_breaks), m.warmup_recompiles + m.recompiles
+    text = (
+        (f"compiled in {', '.join(times)}; " if times else "compiled; ")
+        + f"{breaks} graph break{'' if breaks == 1 else 's'}, "
+        + f"{recompiles} recompile{'' if recompiles == 1 else 's'}"
+    )
+    if m.recompiles:
+        text += f" ({m.recompiles} while timed)"
+    if m.eager_frames:
+        text += f", {m.eager_frames} frame{'' if m.eager_frames == 1 else 's'} run eagerly"
+    return text
+
+
+def graph_break(b: GraphBreak) -> str:
+    """``models.py:12 `print(x.shape)`: Failed to trace builtin operator``."""
+    where = b.location or "an unknown line"
+    code = f" `{b.code}`" if b.code else ""
+    return f"{where}{code}: {b.reason}"
 
 
 def _machine(ratio: float) -> str:
@@ -252,15 +356,61 @@ def reason_text(reason: Reason) -> str:
         if reason.elsewhere:
             text += f"; baselines of it exist for {', '.join(reason.elsewhere)}"
         return text
+    if isinstance(reason, NewGraphBreaks):
+        new = "; ".join(graph_break(b) for b in reason.breaks)
+        return (
+            f"graph breaks: {reason.count} now, {reason.baseline_count} in the baseline; new: {new}"
+        )
+    if isinstance(reason, Recompiled):
+        parts = []
+        why = ""
+        if reason.reasons:
+            more = len(reason.reasons) - 1
+            why = f" ({reason.reasons[0]}" + (f"; {more} more" if more else "") + ")"
+        if reason.recompiles:
+            parts.append(
+                f"torch.compile recompiled {reason.recompiles} time"
+                f"{'' if reason.recompiles == 1 else 's'} during the timed steps{why}"
+            )
+        if reason.eager_frames:
+            frames = reason.eager_frames
+            parts.append(
+                f"gave up on {frames} frame{'' if frames == 1 else 's'} after too many "
+                f"recompiles and ran {'it' if frames == 1 else 'them'} eagerly"
+                + (why if not parts else "")
+            )
+        return (
+            "recompiles: "
+            + ", and ".join(parts)
+            + ": the steady figure is not the compiled step's; keep the shapes and the Python "
+            "values the model branches on the same from step to step"
+        )
+    if isinstance(reason, SlowerCompile):
+        change = reason.current_s / reason.baseline_s - 1
+        return (
+            f"compile time: {units.seconds(reason.current_s)} now, "
+            f"{units.seconds(reason.baseline_s)} in the baseline ({reason.cache} cache): "
+            f"{units.change(change)} (fails above +{units.percent(reason.threshold)})"
+        )
+    if isinstance(reason, CudaGraphsSkipped):
+        graphs = f"{reason.count} compiled graph{'' if reason.count == 1 else 's'}"
+        if reason.device.startswith("cuda"):
+            return f"CUDA graphs were skipped for {graphs}; TORCH_LOGS=cudagraphs says why"
+        return (
+            f"{graphs} ran without CUDA graphs: there are none on the {reason.device.upper()}, "
+            "so this mode measured the same code as mode='default'"
+        )
     return reason.text
 
 
-def notes(decision: Decision) -> list[str]:
+def notes(decision: Decision, compile_failures: bool = True) -> list[str]:
     """The reasons worth a note beside a verdict (that there is no baseline goes without
-    saying next to "new")."""
+    saying next to "new"); ``compile_failures=False`` leaves out those a failure message
+    gives on lines of their own."""
     return [
         reason_text(reason)
         for reason in decision.reasons
         if not isinstance(reason, NoBaseline)
         and not (isinstance(reason, Remark) and reason.text == NO_BASELINE)
+        and (compile_failures or not fails_compile(reason))
     ]

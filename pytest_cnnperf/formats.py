@@ -27,12 +27,18 @@ from .results import (
     BenchConfig,
     BenchmarkResult,
     Comparison,
+    Compilation,
+    CompileComparison,
+    CompilerStack,
+    CompileSetting,
     Decision,
     DeviceHealth,
     Environment,
     Flags,
+    GraphBreak,
     Measurement,
     MemoryPeak,
+    OptionValue,
     Reason,
     Remark,
     ResultsFile,
@@ -107,6 +113,29 @@ NONNEGATIVE: Scalar[float] = Scalar(
 POSITIVE: Scalar[float] = Scalar((int, float), "a positive number", lambda v: _finite(v) and v > 0)
 
 
+class OptionValueCodec(Codec[OptionValue]):
+    """A value of an inductor option: a bool, number or string, kept as it is."""
+
+    def dump(self, value: OptionValue) -> Any:
+        return FLOAT.dump(value) if isinstance(value, float) else value
+
+    def load(self, data: object, path: str) -> OptionValue:
+        if isinstance(data, (bool, int, str)) or (isinstance(data, float) and _finite(data)):
+            return data
+        raise DataError(f"{path}: expected a bool, number or string, found {_kind(data)}")
+
+
+class OptionsCodec(Codec[tuple[tuple[str, OptionValue], ...]]):
+    """Inductor options as a JSON object, read back as sorted ``(name, value)`` pairs."""
+
+    def dump(self, value: tuple[tuple[str, OptionValue], ...]) -> Any:
+        return {name: OptionValueCodec().dump(v) for name, v in value}
+
+    def load(self, data: object, path: str) -> tuple[tuple[str, OptionValue], ...]:
+        options = MapOf(OptionValueCodec()).load(data, path)
+        return tuple(sorted(options.items()))
+
+
 class Nullable(Codec[T | None]):
     def __init__(self, inner: Codec[T]) -> None:
         self.inner = inner
@@ -175,12 +204,14 @@ _REQUIRED = object()
 @dataclass(frozen=True)
 class Field:
     """A value's name in the file, its attribute in the dataclass (the same unless given) and
-    its codec; a field without a default must be present in the file."""
+    its codec; a field without a default must be present in the file. ``omit``: the field is
+    written only when it differs from its default."""
 
     key: str
     codec: Codec[Any]
     attribute: str = ""
     default: Any = _REQUIRED
+    omit: bool = False
 
     @property
     def name(self) -> str:
@@ -195,7 +226,11 @@ class ObjectOf(Codec[T]):
         self.fields = fields
 
     def dump(self, value: T) -> Any:
-        return {f.key: f.codec.dump(getattr(value, f.name)) for f in self.fields}
+        return {
+            f.key: f.codec.dump(getattr(value, f.name))
+            for f in self.fields
+            if not (f.omit and getattr(value, f.name) == f.default)
+        }
 
     def load(self, data: object, path: str) -> T:
         if not isinstance(data, dict):
@@ -216,6 +251,12 @@ def optional(key: str, codec: Codec[Any], default: Any = None) -> Field:
     return Field(key, Nullable(codec) if default is None else codec, default=default)
 
 
+def extension(key: str, codec: Codec[Any], default: Any = None) -> Field:
+    """An optional field of a feature that most benchmarks do not use (compiling): written only
+    when it holds something, so that the files of the others stay as they were."""
+    return dataclasses.replace(optional(key, codec, default), omit=True)
+
+
 # ---- the shared parts ----
 
 FLAGS = ObjectOf(
@@ -225,6 +266,12 @@ FLAGS = ObjectOf(
     Field("matmul_tf32", Nullable(BOOL)),
     Field("matmul_precision", STR),
     Field("deterministic_algorithms", BOOL),
+)
+COMPILER_STACK = ObjectOf(
+    CompilerStack,
+    optional("triton", STR),
+    optional("cxx", STR),
+    optional("cxx_version", STR),
 )
 ENVIRONMENT = ObjectOf(
     Environment,
@@ -242,6 +289,15 @@ ENVIRONMENT = ObjectOf(
     Field("threads", POSITIVE_INT),
     Field("interop_threads", POSITIVE_INT),
     Field("flags", FLAGS),
+    extension("compiler", COMPILER_STACK),
+)
+COMPILE_SETTING = ObjectOf(
+    CompileSetting,
+    optional("backend", STR, "inductor"),
+    optional("mode", STR),
+    optional("fullgraph", BOOL, False),
+    Field("dynamic", Nullable(BOOL), default=False),
+    optional("options", OptionsCodec(), ()),
 )
 CONFIG = ObjectOf(
     BenchConfig,
@@ -257,6 +313,8 @@ CONFIG = ObjectOf(
     optional("world_size", POSITIVE_INT, 1),
     optional("unit", STR, "images"),
     optional("label", STR),
+    extension("compile", COMPILE_SETTING),
+    extension("cuda_graphs", BOOL, False),
 )
 MEMORY = ObjectOf(
     MemoryPeak,
@@ -277,6 +335,25 @@ HEALTH = ObjectOf(
     Field("other_processes", ListOf(INT)),
     Field("problems", ListOf(STR)),
 )
+GRAPH_BREAK = ObjectOf(
+    GraphBreak,
+    Field("reason", STR),
+    optional("location", STR),
+    optional("code", STR),
+    optional("internal", BOOL, False),
+)
+COMPILATION = ObjectOf(
+    Compilation,
+    Field("compile_s", Nullable(NONNEGATIVE)),
+    Field("cache", Nullable(STR)),
+    Field("graphs", COUNT),
+    optional("graph_breaks", ListOf(GRAPH_BREAK), ()),
+    optional("recompiles", COUNT, 0),
+    optional("warmup_recompiles", COUNT, 0),
+    optional("recompile_reasons", ListOf(STR), ()),
+    optional("eager_frames", COUNT, 0),
+    optional("cudagraph_skips", COUNT, 0),
+)
 SAMPLE = ObjectOf(
     Sample,
     Field("step_time_s", POSITIVE),
@@ -291,6 +368,7 @@ SAMPLE = ObjectOf(
     optional("in_process", BOOL, False),
     optional("single_rank_step_s", POSITIVE),
     optional("cpu_contention", NONNEGATIVE),
+    extension("compilation", COMPILATION),
 )
 MEASUREMENT = ObjectOf(
     Measurement,
@@ -313,6 +391,21 @@ COMPARISON = ObjectOf(
     optional("current_samples", COUNT, 0),
     optional("machine_factor", POSITIVE, 1.0),
     optional("raw_change", FLOAT),
+)
+
+
+COMPILE_COMPARISON = ObjectOf(
+    CompileComparison,
+    Field("graph_breaks", COUNT),
+    Field("baseline_graph_breaks", Nullable(COUNT)),
+    Field("recompiles", COUNT),
+    optional("eager_frames", COUNT, 0),
+    optional("warmup_recompiles", COUNT, 0),
+    optional("cache", STR),
+    optional("compile_s", NONNEGATIVE),
+    optional("baseline_compile_s", NONNEGATIVE),
+    optional("threshold", POSITIVE),
+    optional("verdict", EnumOf(Verdict), Verdict.OK),
 )
 
 
@@ -340,6 +433,7 @@ DECISION = ObjectOf(
     optional("baseline_file", STR),
     optional("failed", BOOL, False),
     optional("remeasure", BOOL, False),
+    extension("compile", COMPILE_COMPARISON),
 )
 RESULT = ObjectOf(
     BenchmarkResult,
@@ -366,6 +460,9 @@ ENTRY = ObjectOf(
     optional("phases_s", MapOf(NONNEGATIVE), {}),
     optional("cold_step_s", NONNEGATIVE),
     optional("in_process", BOOL, False),
+    extension("compile_cold_s", NONNEGATIVE),
+    extension("compile_warm_s", NONNEGATIVE),
+    extension("graph_breaks", ListOf(GRAPH_BREAK), ()),
 )
 
 
@@ -432,13 +529,18 @@ BASELINE: Document[BaselineFile] = Document(
 #: every record mapping, for the test that checks each maps all of its dataclass's fields
 RECORDS: tuple[ObjectOf[Any], ...] = (
     FLAGS,
+    COMPILER_STACK,
     ENVIRONMENT,
+    COMPILE_SETTING,
     CONFIG,
     MEMORY,
     HEALTH,
+    GRAPH_BREAK,
+    COMPILATION,
     SAMPLE,
     MEASUREMENT,
     COMPARISON,
+    COMPILE_COMPARISON,
     DECISION,
     RESULT,
     ENTRY,

@@ -29,6 +29,13 @@ cannot regress.
 
 Memory is nearly deterministic: it regressed when it grew past its threshold (and a small absolute
 slack) with every current sample above every baseline sample.
+
+Compiled benchmarks. Graph breaks and recompiles are counts, not noisy figures: more graph breaks
+in the benchmark's code than the baseline had is a regression, and so is any recompile during the
+timed steps (or a frame torch.compile gave up on and ran eagerly), baseline or not, since the
+steady figure then includes compiling or is not the compiled step's. Compile time is reported
+against the baseline's (cold against cold where both have it) and fails only past its own
+threshold, which is off by default: one cold compile a run, and it spreads by half on a busy CPU.
 """
 
 from __future__ import annotations
@@ -42,15 +49,20 @@ from .policy import GatePolicy
 from .results import (
     BaselineEntry,
     Comparison,
+    CompileComparison,
+    CudaGraphsSkipped,
     Decision,
     Disturbance,
     Disturbed,
     Environment,
     MachineDrift,
     Measurement,
+    NewGraphBreaks,
     NoBaseline,
     Reason,
+    Recompiled,
     SamplingChanged,
+    SlowerCompile,
     SoftwareChanged,
     Spread,
     UntrustworthyGpu,
@@ -66,6 +78,8 @@ class GateSettings:
     throughput_threshold: float
     memory_threshold: float
     strict: bool
+    #: compile-time growth that fails a compiled benchmark; ``None``: never
+    compile_time_threshold: float | None = None
 
 
 def compare_throughput(
@@ -276,6 +290,68 @@ def _holding(verdicts: dict[float, Verdict]) -> Verdict:
     return Verdict.INCONCLUSIVE
 
 
+def _compile_times(
+    measurement: Measurement, baseline: BaselineEntry | None
+) -> tuple[str | None, float | None, float | None]:
+    """The compile times to compare: cold against cold where both have one, else warm."""
+    cold, warm = measurement.compile_time("cold"), measurement.compile_time("warm")
+    if baseline is None:
+        return ("cold", cold, None) if cold is not None else ("warm", warm, None)
+    if cold is not None and baseline.compile_cold_s is not None:
+        return "cold", cold, baseline.compile_cold_s
+    if warm is not None and baseline.compile_warm_s is not None:
+        return "warm", warm, baseline.compile_warm_s
+    return ("cold", cold, None) if cold is not None else ("warm", warm, None)
+
+
+def judge_compile(
+    measurement: Measurement,
+    baseline: BaselineEntry | None,
+    settings: GateSettings,
+    device: str,
+) -> tuple[CompileComparison | None, tuple[Reason, ...]]:
+    """A compiled benchmark's graph breaks, recompiles and compile time against its baseline
+    (``None``: there is none); ``None`` for a benchmark that was not compiled."""
+    if not measurement.compilations:
+        return None, ()
+    reasons: list[Reason] = []
+    breaks = measurement.graph_breaks
+    baseline_breaks = baseline.graph_breaks if baseline is not None else None
+    verdict = Verdict.OK
+    if baseline_breaks is not None and len(breaks) > len(baseline_breaks):
+        known = {(b.reason, b.location) for b in baseline_breaks}
+        added = tuple(b for b in breaks if (b.reason, b.location) not in known)
+        reasons.append(NewGraphBreaks(len(breaks), len(baseline_breaks), added or breaks))
+        verdict = Verdict.REGRESSED
+    if measurement.recompiles or measurement.eager_frames:
+        reasons.append(
+            Recompiled(
+                measurement.recompiles, measurement.recompile_reasons, measurement.eager_frames
+            )
+        )
+        verdict = Verdict.REGRESSED
+    cache, now, then = _compile_times(measurement, baseline)
+    threshold = settings.compile_time_threshold
+    if threshold is not None and now is not None and then and now > then * (1 + threshold):
+        reasons.append(SlowerCompile(now, then, threshold, cache or "cold"))
+        verdict = Verdict.REGRESSED
+    if measurement.cudagraph_skips:
+        reasons.append(CudaGraphsSkipped(measurement.cudagraph_skips, device))
+    comparison = CompileComparison(
+        graph_breaks=len(breaks),
+        baseline_graph_breaks=None if baseline_breaks is None else len(baseline_breaks),
+        recompiles=measurement.recompiles,
+        eager_frames=measurement.eager_frames,
+        warmup_recompiles=measurement.warmup_recompiles,
+        cache=cache if now is not None else None,
+        compile_s=now,
+        baseline_compile_s=then,
+        threshold=threshold,
+        verdict=verdict,
+    )
+    return comparison, tuple(reasons)
+
+
 def decide(
     measurement: Measurement,
     environment: Environment,
@@ -286,21 +362,28 @@ def decide(
 ) -> Decision:
     """The verdict on ``measurement`` against ``baseline`` (``None``: there is none;
     ``elsewhere`` then names the kinds of machine that have one)."""
+    compiled, compile_reasons = judge_compile(measurement, baseline, settings, environment.device)
+    compile_failed = compiled is not None and compiled.verdict is Verdict.REGRESSED
     if baseline is None:
         return Decision(
             verdict=Verdict.NEW,
-            failed=settings.strict,
+            failed=settings.strict or compile_failed,
             baseline_file=baseline_file,
-            reasons=(NoBaseline(environment.machine, elsewhere),),
+            reasons=(NoBaseline(environment.machine, elsewhere), *compile_reasons),
+            compile=compiled,
         )
     changes = environment.changes_from(baseline.environment)
     throughput = _judge_throughput(measurement, baseline, settings, bool(changes))
-    reasons = list(throughput.reasons)
+    reasons = list(throughput.reasons) + list(compile_reasons)
     memory = None
     current_memory = [s.memory.allocated_bytes for s in measurement.samples if s.memory]
     if baseline.peak_allocated_bytes and current_memory:
         memory = compare_memory(baseline.peak_allocated_bytes, current_memory, settings)
-    verdict = combine(throughput.verdict, *([memory.verdict] if memory else []))
+    verdict = combine(
+        throughput.verdict,
+        *([memory.verdict] if memory else []),
+        *([compiled.verdict] if compiled else []),
+    )
     if measurement.in_process != baseline.in_process:
         reasons.append(SamplingChanged(baseline.in_process, measurement.in_process))
     failed = verdict is Verdict.REGRESSED or (
@@ -316,7 +399,8 @@ def decide(
         reasons=tuple(reasons),
         baseline_file=baseline_file,
         failed=failed,
-        remeasure=throughput.worth_remeasuring and not memory_regressed,
+        remeasure=throughput.worth_remeasuring and not memory_regressed and not compile_failed,
+        compile=compiled,
     )
 
 

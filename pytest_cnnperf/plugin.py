@@ -273,6 +273,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     from .reports import outputs
 
     session.config.stash[SAMPLING].close()
+    from .measuring.compiled import remove_cache
+
+    remove_cache(state.compile_cache)
     if workers.worker_slot(session.config):  # the controller merges, saves and reports
         workers.send(session.config, state)
         return

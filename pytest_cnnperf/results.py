@@ -120,6 +120,81 @@ class TimedSteps:
     warmup_steady: bool
 
 
+#: a value of an inductor option as ``torch.compile(options=...)`` takes it
+OptionValue = bool | int | float | str
+
+
+@dataclass(frozen=True)
+class CompileSetting:
+    """How a benchmark is compiled: ``compile=`` of ``train_step`` and ``inference``, as the
+    arguments of ``torch.compile`` it stands for (``dynamic`` defaults to ``False`` here: a
+    benchmark's shapes are fixed)."""
+
+    backend: str = "inductor"
+    #: ``None``: torch's default mode
+    mode: str | None = None
+    fullgraph: bool = False
+    dynamic: bool | None = False
+    #: inductor options, sorted by name
+    options: tuple[tuple[str, OptionValue], ...] = ()
+
+    def label(self) -> str:
+        """``compile`` for ``compile=True``, else ``compile=`` and what differs from it:
+        ``compile=max-autotune``, ``compile=aot_eager,fullgraph``."""
+        parts = [] if self.backend == "inductor" else [self.backend]
+        if self.mode:
+            parts.append(self.mode)
+        if self.fullgraph:
+            parts.append("fullgraph")
+        if self.dynamic is not False:
+            parts.append(f"dynamic={'auto' if self.dynamic is None else 'true'}")
+        parts += [f"{name}={value}" for name, value in self.options]
+        return "compile=" + ",".join(parts) if parts else "compile"
+
+
+@dataclass(frozen=True)
+class GraphBreak:
+    """Where ``torch.compile`` split a compiled function, and why."""
+
+    #: the first line of Dynamo's reason: ``Failed to trace builtin operator``
+    reason: str
+    #: ``file:line`` of the code it broke at
+    location: str | None = None
+    #: that line of code
+    code: str | None = None
+    #: inside PyTorch's own code: the optimizer's deliberate breaks around its step
+    internal: bool = False
+
+
+@dataclass(frozen=True)
+class Compilation:
+    """What ``torch.compile`` did in one sample (see ``measuring.compiled``)."""
+
+    #: first call until steady, less as many steady steps; ``None`` when this process had
+    #: compiled it already (samples taken in-process after the first)
+    compile_s: float | None
+    #: the compiler cache at the first call: ``cold`` (nothing cached), ``warm`` (all of it),
+    #: ``partial``; ``None`` where the backend keeps none
+    cache: str | None
+    #: graphs compiled
+    graphs: int
+    graph_breaks: tuple[GraphBreak, ...] = ()
+    #: frames compiled again during the timed steps, and during the warm-up before them
+    recompiles: int = 0
+    warmup_recompiles: int = 0
+    #: why they were recompiled (Dynamo's guard failures), first lines
+    recompile_reasons: tuple[str, ...] = ()
+    #: frames torch.compile gave up on at its recompile limit and ran eagerly from then on
+    eager_frames: int = 0
+    #: compiled graphs the CUDA-graph modes ran without CUDA graphs
+    cudagraph_skips: int = 0
+
+    @property
+    def user_breaks(self) -> tuple[GraphBreak, ...]:
+        """The graph breaks in the benchmark's code, not PyTorch's own."""
+        return tuple(b for b in self.graph_breaks if not b.internal)
+
+
 @dataclass(frozen=True)
 class Sample(TimedSteps):
     """One independent measurement: a fresh process (or one in-process round) of timed steps,
@@ -134,6 +209,8 @@ class Sample(TimedSteps):
     #: CPU runs: cores' worth of CPU time other processes and the hypervisor denied this
     #: process's threads during the timed steps (see ``measuring.cpuload``); ``None`` off Linux
     cpu_contention: float | None = None
+    #: compiled benchmarks: what compiling did
+    compilation: Compilation | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +222,25 @@ class Flags:
     matmul_tf32: bool | None
     matmul_precision: str
     deterministic_algorithms: bool
+
+
+@dataclass(frozen=True)
+class CompilerStack:
+    """What compiled code was built with: Triton where present, the C++ compiler that
+    inductor uses on the CPU."""
+
+    triton: str | None = None
+    #: the C++ compiler's command and the first line of its ``--version``
+    cxx: str | None = None
+    cxx_version: str | None = None
+
+    def describe(self) -> str:
+        parts = []
+        if self.cxx_version or self.cxx:
+            parts.append(self.cxx_version or self.cxx or "")
+        if self.triton:
+            parts.append(f"Triton {self.triton}")
+        return ", ".join(parts) or "none"
 
 
 @dataclass(frozen=True)
@@ -165,6 +261,8 @@ class Environment:
     threads: int
     interop_threads: int
     flags: Flags
+    #: compiled benchmarks: the compiler stack
+    compiler: CompilerStack | None = None
 
     #: fields whose change makes old baselines doubtful (reported, or failed in strict mode)
     SOFTWARE_FIELDS = ("torch", "torchvision", "cuda", "cudnn", "driver", "device_name")
@@ -176,6 +274,8 @@ class Environment:
             before, after = getattr(old, name), getattr(self, name)
             if before != after:
                 changes.append(f"{name} {before or 'none'} -> {after or 'none'}")
+        if self.compiler and old.compiler and self.compiler != old.compiler:
+            changes.append(f"compiler {old.compiler.describe()} -> {self.compiler.describe()}")
         return tuple(changes)
 
     def describe(self) -> str:
@@ -211,6 +311,10 @@ class BenchConfig:
     world_size: int = 1
     unit: str = "images"
     label: str | None = None
+    #: ``torch.compile``'s arguments; ``None``: eager
+    compile: CompileSetting | None = None
+    #: the whole step captured and replayed as a CUDA graph
+    cuda_graphs: bool = False
 
     def key(self) -> str:
         """A stable, readable key: ``train_step resnet18 bs=32 224x224 amp=bf16 channels_last``."""
@@ -229,6 +333,10 @@ class BenchConfig:
             parts.append(f"cudnn={self.cudnn_mode}")
         if self.world_size != 1:
             parts.append(f"world={self.world_size}")
+        if self.compile:
+            parts.append(self.compile.label())
+        if self.cuda_graphs:
+            parts.append("cuda_graphs")
         return " ".join(parts)
 
 
@@ -306,6 +414,49 @@ class Measurement:
         return any(s.in_process for s in self.samples)
 
     @property
+    def compilations(self) -> tuple[Compilation, ...]:
+        """Compiled benchmarks: what compiling did in each sample."""
+        return tuple(s.compilation for s in self.samples if s.compilation)
+
+    def compile_time(self, cache: str) -> float | None:
+        """Median compile time of the samples that found the compiler cache ``cold`` (nothing
+        in it, or a backend that keeps none) or ``warm``."""
+        caches = ("cold", "none") if cache == "cold" else (cache,)
+        values = [
+            c.compile_s for c in self.compilations if c.compile_s is not None and c.cache in caches
+        ]
+        return statistics.median(values) if values else None
+
+    @property
+    def graph_breaks(self) -> tuple[GraphBreak, ...]:
+        """The graph breaks in the benchmark's code (not PyTorch's own), each once."""
+        return tuple(dict.fromkeys(b for c in self.compilations for b in c.user_breaks))
+
+    @property
+    def recompiles(self) -> int:
+        """Frames compiled again during the timed steps, in the sample with the most."""
+        return max((c.recompiles for c in self.compilations), default=0)
+
+    @property
+    def warmup_recompiles(self) -> int:
+        """Frames compiled again after the first step and before the timed steps, in the
+        sample with the most."""
+        return max((c.warmup_recompiles for c in self.compilations), default=0)
+
+    @property
+    def recompile_reasons(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(r for c in self.compilations for r in c.recompile_reasons))
+
+    @property
+    def eager_frames(self) -> int:
+        """Frames that torch.compile gave up on and ran eagerly, in the worst sample."""
+        return max((c.eager_frames for c in self.compilations), default=0)
+
+    @property
+    def cudagraph_skips(self) -> int:
+        return max((c.cudagraph_skips for c in self.compilations), default=0)
+
+    @property
     def scaling_efficiency(self) -> float | None:
         """Data-parallel runs: throughput of all ranks / (ranks x throughput of one rank alone),
         which is the single rank's step time over the data-parallel step time."""
@@ -339,6 +490,36 @@ class Comparison:
     #: current / baseline); ``change`` allows for it, ``raw_change`` does not
     machine_factor: float = 1.0
     raw_change: float | None = None
+
+
+@dataclass(frozen=True)
+class CompileComparison:
+    """A compiled benchmark's compiler figures against its baseline's (``None``: no baseline,
+    or it did not have the figure). Graph breaks and recompiles are counts, so any change
+    counts; compile time is noisy (cold compiles of one model spread by half on a busy CPU)
+    and fails only past its own threshold, when one is set."""
+
+    graph_breaks: int
+    baseline_graph_breaks: int | None
+    #: frames compiled again during the timed steps, and frames run eagerly after giving up
+    recompiles: int
+    eager_frames: int
+    #: frames compiled again before the timed steps (reported, not failed)
+    warmup_recompiles: int = 0
+    #: the compile times compared: the cold ones where both have them, else the warm ones
+    cache: str | None = None
+    compile_s: float | None = None
+    baseline_compile_s: float | None = None
+    #: compile-time growth that fails (``None``: it never does)
+    threshold: float | None = None
+    verdict: Verdict = Verdict.OK
+
+    @property
+    def compile_change(self) -> float | None:
+        """Fractional growth of the compile time."""
+        if self.compile_s is None or not self.baseline_compile_s:
+            return None
+        return self.compile_s / self.baseline_compile_s - 1
 
 
 # ---- why the gate decided as it did: reasons as data, worded by ``explain`` ----
@@ -408,6 +589,44 @@ class SamplingChanged:
 
 
 @dataclass(frozen=True)
+class NewGraphBreaks:
+    """A compiled benchmark breaks its graph in more places than its baseline did."""
+
+    count: int
+    baseline_count: int
+    #: the breaks the baseline did not have (all of them when only their lines moved)
+    breaks: tuple[GraphBreak, ...]
+
+
+@dataclass(frozen=True)
+class Recompiled:
+    """torch.compile compiled again during the timed steps, or gave up and ran eagerly: the
+    steady figure is then not the compiled step's."""
+
+    recompiles: int
+    reasons: tuple[str, ...]
+    eager_frames: int = 0
+
+
+@dataclass(frozen=True)
+class SlowerCompile:
+    """Compiling took longer than the baseline's past ``compile_time_threshold``."""
+
+    current_s: float
+    baseline_s: float
+    threshold: float
+    cache: str
+
+
+@dataclass(frozen=True)
+class CudaGraphsSkipped:
+    """A CUDA-graph compile mode ran compiled graphs without CUDA graphs (always on the CPU)."""
+
+    count: int
+    device: str
+
+
+@dataclass(frozen=True)
 class Remark:
     """A note as text, as a results file keeps it."""
 
@@ -421,6 +640,10 @@ Reason = (
     | Disturbed
     | UntrustworthyGpu
     | SamplingChanged
+    | NewGraphBreaks
+    | Recompiled
+    | SlowerCompile
+    | CudaGraphsSkipped
     | Remark
 )
 
@@ -439,6 +662,8 @@ class Decision:
     failed: bool = False
     #: whether more samples could change the verdict
     remeasure: bool = False
+    #: compiled benchmarks: graph breaks, recompiles and compile time against the baseline
+    compile: CompileComparison | None = None
 
 
 @dataclass(frozen=True)
@@ -488,6 +713,10 @@ class BaselineEntry:
     phases_s: dict[str, float] = field(default_factory=dict)
     cold_step_s: float | None = None
     in_process: bool = False
+    #: compiled benchmarks: compile time with the compiler cache cold and warm, graph breaks
+    compile_cold_s: float | None = None
+    compile_warm_s: float | None = None
+    graph_breaks: tuple[GraphBreak, ...] = ()
 
     @classmethod
     def of(
@@ -507,6 +736,9 @@ class BaselineEntry:
             phases_s={name: spread.median for name in m.phase_names if (spread := m.phase(name))},
             cold_step_s=m.cold_step_s,
             in_process=m.in_process,
+            compile_cold_s=m.compile_time("cold"),
+            compile_warm_s=m.compile_time("warm"),
+            graph_breaks=m.graph_breaks,
         )
 
     @property

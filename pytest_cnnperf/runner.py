@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import hashlib
+import os
 import time
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
@@ -38,6 +40,7 @@ from .sampling.messages import BenchmarkError, Site, TakenSample
 from .session import Session
 from .settings import (
     CALIBRATION,
+    COMPILE_TIME_THRESHOLD,
     EFFORT,
     MACHINE,
     MEMORY_THRESHOLD,
@@ -50,6 +53,13 @@ from .settings import (
 )
 
 T = TypeVar("T")
+S = TypeVar("S", TrainSpec, InferenceSpec)
+
+
+def compile_cache_folder(root: str, nodeid: str, config: BenchConfig) -> str:
+    """The compiler cache folder of one benchmark under the session's ``root``."""
+    digest = hashlib.sha1(f"{nodeid}\0{config.key()}".encode()).hexdigest()[:16]
+    return os.path.join(root, digest)
 
 
 def _usage(message: str) -> NoReturn:
@@ -119,6 +129,8 @@ class CnnPerf:
         num_classes: int | None = None,
         world_size: int = 1,
         name: str | None = None,
+        compile: bool | str | dict[str, Any] | None = None,
+        cuda_graphs: bool = False,
     ) -> BenchmarkResult:
         """Time forward + loss, backward and the optimizer step of ``model`` on synthetic
         images on the run's device, gate the throughput and peak memory against the baseline,
@@ -130,23 +142,31 @@ class CnnPerf:
         ``"adamw"`` or ``callable(params) -> optimizer``. ``loss``: ``callable(output,
         target) -> loss``; default cross-entropy (with torchvision's auxiliary heads).
         ``world_size``: data-parallel ranks (DistributedDataParallel). ``name``: a label that
-        tells apart several benchmarks of the same model in one test.
+        tells apart several benchmarks of the same model in one test. ``compile``: ``True``,
+        a mode name or a dict of ``torch.compile`` arguments: the model with its loss and the
+        optimizer step are compiled; compile time, graph breaks and recompiles are measured
+        and gated too. ``cuda_graphs``: capture the whole step as a CUDA graph (CUDA only).
         """
         __tracebackhide__ = True
         spec = _checked(
-            lambda: TrainSpec(
-                batch_size=benchmark.batch_size(batch_size),
-                image_size=benchmark.image_size(image_size, self._default_size(model)),
-                amp=benchmark.amp(amp),
-                channels_last=bool(channels_last),
-                optimizer=benchmark.optimizer(optimizer),
-                loss=loss,
-                num_classes=num_classes,
-                world_size=benchmark.world_size(world_size),
+            lambda: self._compiling(
+                TrainSpec(
+                    batch_size=benchmark.batch_size(batch_size),
+                    image_size=benchmark.image_size(image_size, self._default_size(model)),
+                    amp=benchmark.amp(amp),
+                    channels_last=bool(channels_last),
+                    optimizer=benchmark.optimizer(optimizer),
+                    loss=loss,
+                    num_classes=num_classes,
+                    world_size=benchmark.world_size(world_size),
+                ),
+                compile,
+                cuda_graphs,
             )
         )
         self._check_ranks(spec.world_size)
         config = benchmark.train_config(spec, self._model_name(model), self._cudnn_mode, name)
+        spec = self._with_cache(spec, config)
 
         def build(device: Any, ranks: int) -> Workload:
             from .measuring.workload import build_train
@@ -164,21 +184,28 @@ class CnnPerf:
         amp: str | None = None,
         channels_last: bool = False,
         name: str | None = None,
+        compile: bool | str | dict[str, Any] | None = None,
+        cuda_graphs: bool = False,
     ) -> BenchmarkResult:
         """Time a forward pass of ``model`` in eval mode without autograd; gated like
-        ``train_step``."""
+        ``train_step`` (``compile`` compiles the model)."""
         __tracebackhide__ = True
         inference_spec = _checked(
-            lambda: InferenceSpec(
-                batch_size=benchmark.batch_size(batch_size),
-                image_size=benchmark.image_size(image_size, self._default_size(model)),
-                amp=benchmark.amp(amp),
-                channels_last=bool(channels_last),
+            lambda: self._compiling(
+                InferenceSpec(
+                    batch_size=benchmark.batch_size(batch_size),
+                    image_size=benchmark.image_size(image_size, self._default_size(model)),
+                    amp=benchmark.amp(amp),
+                    channels_last=bool(channels_last),
+                ),
+                compile,
+                cuda_graphs,
             )
         )
         config = benchmark.inference_config(
             inference_spec, self._model_name(model), self._cudnn_mode, name
         )
+        inference_spec = self._with_cache(inference_spec, config)
 
         def build(device: Any, ranks: int) -> Workload:
             from .measuring.workload import build_inference
@@ -211,6 +238,30 @@ class CnnPerf:
         return self._run(config, build)
 
     # ---- helpers ----
+
+    def _compiling(self, spec: S, compile: object, cuda_graphs: object) -> S:
+        """``spec`` with its ``compile=`` and ``cuda_graphs=`` checked."""
+        request = benchmark.compile_request(compile)
+        world = getattr(spec, "world_size", 1)
+        if world != 1 and (request is not None or cuda_graphs):
+            what = "compile=" if request is not None else "cuda_graphs=True"
+            raise ArgumentProblem(
+                f"{what} with world_size={world}: compiled and graphed data-parallel steps "
+                "are not measured yet; measure them with world_size=1"
+            )
+        graphs = benchmark.cuda_graphs(
+            cuda_graphs, self._session.device_type, request, getattr(spec, "amp", None)
+        )
+        return dataclasses.replace(spec, compile=request, cuda_graphs=graphs)
+
+    def _with_cache(self, spec: S, config: BenchConfig) -> S:
+        """A compiled benchmark's spec with its compiler cache folder: one per benchmark in the
+        session's, shared by its sample processes (the first compiles cold into it)."""
+        request = spec.compile
+        if request is None:
+            return spec
+        folder = compile_cache_folder(self._session.compile_cache, self._location.nodeid, config)
+        return dataclasses.replace(spec, compile=dataclasses.replace(request, cache=folder))
 
     def _default_size(self, model: Any) -> tuple[int, int]:
         spec = self._session.registry.spec_of(model)
@@ -250,6 +301,7 @@ class CnnPerf:
             throughput_threshold=settings[THRESHOLD],
             memory_threshold=settings[MEMORY_THRESHOLD],
             strict=settings[STRICT],
+            compile_time_threshold=settings[COMPILE_TIME_THRESHOLD],
         )
 
     # ---- the measuring workflow ----
@@ -289,7 +341,7 @@ class CnnPerf:
         problem: str | None = None
         try:
             if self._settings[SAVE]:
-                result = self._record(config, target, policy, started)
+                result = self._record(config, target, policy, settings, started)
             else:
                 result = self._gate(config, target, policy, settings, started)
         except BenchmarkError as exc:
@@ -305,24 +357,39 @@ class CnnPerf:
         return result
 
     def _record(
-        self, config: BenchConfig, target: Target, policy: DevicePolicy, started: float
+        self,
+        config: BenchConfig,
+        target: Target,
+        policy: DevicePolicy,
+        settings: gate.GateSettings,
+        started: float,
     ) -> BenchmarkResult:
-        """``--cnnperf-save``: measure, and keep the entry for the end of the session."""
+        """``--cnnperf-save``: measure, and keep the entry for the end of the session (not
+        when torch.compile recompiled during the timed steps: that figure is the compiler's)."""
         taken = self._sampler.take(target, policy.sampling.save_samples)
         measurement = _measurement(config, taken)
         environment = taken[0].environment
-        recorded = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        self._session.queue_baseline(
-            self._location, BaselineEntry.of(recorded, config, environment, measurement)
+        compiled, compile_reasons = gate.judge_compile(
+            measurement, None, settings, environment.device
         )
+        failed = compiled is not None and compiled.verdict is Verdict.REGRESSED
+        if not failed:
+            recorded = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            self._session.queue_baseline(
+                self._location, BaselineEntry.of(recorded, config, environment, measurement)
+            )
         busy = gate.disturbed(measurement)
         count, total = sum(busy), len(busy)
         reasons = (
             (Disturbed(count, total, Disturbance.RECORDED),) if gate.mostly(count, total) else ()
         )
-        return self._result(
-            config, taken, Decision(verdict=Verdict.SAVED, reasons=reasons), started
+        decision = Decision(
+            verdict=Verdict.NEW if failed else Verdict.SAVED,
+            reasons=reasons + compile_reasons,
+            failed=failed,
+            compile=compiled,
         )
+        return self._result(config, taken, decision, started)
 
     def _gate(
         self,

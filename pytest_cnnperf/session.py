@@ -12,6 +12,7 @@ from typing import Any
 
 from .baseline import BaselineFileError, BaselineStore, SaveOutcome
 from .location import Location
+from .measuring.compiled import compile_cache_root
 from .models import ModelRegistry
 from .results import BaselineEntry, BenchmarkResult
 from .settings import Configuration, Settings
@@ -58,6 +59,9 @@ class Session:
         self.machine: str | None = None
         self.warnings: list[str] = []
         self.finish = Finish()
+        #: the folder under which compiled benchmarks keep their compiler caches, one a
+        #: benchmark shared by its sample processes (which inherit this name); made when needed
+        self.compile_cache = compile_cache_root()
 
     @property
     def device_type(self) -> str:

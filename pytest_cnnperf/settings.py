@@ -145,6 +145,29 @@ def parse_memory_formats(value: object) -> tuple[bool, ...]:
     return tuple(dict.fromkeys(flags))
 
 
+#: ``torch.compile``'s modes (``torch._inductor.list_mode_options``)
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def parse_compile_modes(value: object) -> tuple[str | None, ...]:
+    """``off,default,max-autotune`` -> ``(None, "default", "max-autotune")``: eager and the
+    compile modes to parametrize the zoo over."""
+    modes: list[str | None] = []
+    for part in str(value).split(","):
+        name = part.strip().lower()
+        if name in ("off", "eager", "none", "false"):
+            modes.append(None)
+        elif name in COMPILE_MODES:
+            modes.append(name)
+        else:
+            raise ValueError(
+                f"{part.strip()!r} is not a compile mode; use off (eager) or "
+                f"{', '.join(COMPILE_MODES)}, several joined with commas "
+                "(e.g. --cnnperf-zoo-compile=off,default)"
+            )
+    return tuple(dict.fromkeys(modes))
+
+
 def parse_names(value: object) -> tuple[str, ...]:
     text = str(value)
     names = tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
@@ -342,6 +365,16 @@ MEMORY_THRESHOLD = Setting(
     default=0.05,
     show=percent,
 )
+COMPILE_TIME_THRESHOLD: Setting[float | None] = Setting(
+    "compile_time_threshold",
+    parse_fraction,
+    "Compile-time growth that fails a compiled benchmark, e.g. 50%. Default: none (compile "
+    "time is reported against the baseline, never failed on: it is noisy)",
+    flag="--cnnperf-compile-time-threshold",
+    metavar="PCT",
+    ini=True,
+    marker=True,
+)
 STRICT = Setting(
     "strict",
     parse_bool,
@@ -483,6 +516,15 @@ ZOO_MEMORY_FORMAT: Setting[tuple[bool, ...]] = Setting(
     metavar="FORMAT[,FORMAT...]",
     default=(False,),
 )
+ZOO_COMPILE: Setting[tuple[str | None, ...]] = Setting(
+    "zoo_compile",
+    parse_compile_modes,
+    "torch.compile modes for the zoo: off (eager), default, reduce-overhead, max-autotune, "
+    "max-autotune-no-cudagraphs, or several. Default: off",
+    flag="--cnnperf-zoo-compile",
+    metavar="MODE[,MODE...]",
+    default=(None,),
+)
 
 #: every setting, in the order ``pytest --help`` lists them
 SETTINGS: tuple[Setting[Any], ...] = (
@@ -495,6 +537,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     MACHINE,
     THRESHOLD,
     MEMORY_THRESHOLD,
+    COMPILE_TIME_THRESHOLD,
     EFFORT,
     STRICT,
     INPROCESS,
@@ -511,13 +554,14 @@ SETTINGS: tuple[Setting[Any], ...] = (
     ZOO_IMAGE_SIZE,
     ZOO_AMP,
     ZOO_MEMORY_FORMAT,
+    ZOO_COMPILE,
 )
 MARKER_SETTINGS = tuple(s for s in SETTINGS if s.marker)
 MARKER_ARGUMENTS = tuple(s.name for s in MARKER_SETTINGS)
 MARKER_HELP = (
     f"cnnperf({', '.join(f'{name}=None' for name in MARKER_ARGUMENTS)}): per-test settings of "
-    "pytest-cnnperf: the throughput and memory thresholds (e.g. '15%'), the effort (quick, "
-    "standard, thorough) and strict mode"
+    "pytest-cnnperf: the throughput, memory and compile-time thresholds (e.g. '15%'), the "
+    "effort (quick, standard, thorough) and strict mode"
 )
 
 

@@ -296,8 +296,9 @@ def test_modes_of_a_run_in_one_mode_exits_2(capsys: pytest.CaptureFixture[str]) 
     assert err == (
         f"cnnperf modes: {SAVE}: every benchmark in it ran in the same mode; a mode table needs "
         "a run over several cuDNN modes (--cudnn=off,on), AMP dtypes "
-        "(--cnnperf-zoo-amp=off,bf16) or memory formats "
-        "(--cnnperf-zoo-memory-format=contiguous,channels_last)\n"
+        "(--cnnperf-zoo-amp=off,bf16), memory formats "
+        "(--cnnperf-zoo-memory-format=contiguous,channels_last) or compile modes "
+        "(--cnnperf-zoo-compile=off,default)\n"
     )
 
 

@@ -1,5 +1,5 @@
 """The CUDA path: device choice, cuDNN modes, events, allocator peaks, AMP, NVML, out of
-memory. Skipped without a CUDA device; ``scripts/gpu-check`` runs them on a GPU machine."""
+memory, CUDA graphs. Skipped without a CUDA device; ``scripts/gpu-check`` runs them on a GPU machine."""
 
 from __future__ import annotations
 
@@ -180,6 +180,32 @@ def test_inference_on_cuda(gpu_project: pytest.Pytester) -> None:
         """
     )
     gpu_project.runpytest_subprocess("--cnnperf").assert_outcomes(passed=1)
+
+
+def test_cuda_graphs_capture_and_replay_the_whole_step(gpu_project: pytest.Pytester) -> None:
+    """``cuda_graphs=True``: a train step with a capturable Adam under bf16, and a forward pass,
+    each replayed as one graph; the replays still train (the weights change)."""
+    gpu_project.makepyfile(
+        """
+        from models import convnet
+
+        def test_graphed(cnnperf):
+            model = convnet()
+            before = [p.detach().clone() for p in model.parameters()]
+            result = cnnperf.train_step(
+                model, batch_size=32, image_size=32, amp="bf16", optimizer="adam", cuda_graphs=True
+            )
+            assert result.key.endswith("opt=adam cuda_graphs")
+            m = result.measurement
+            assert m.phase_names == () and m.items_per_second > 0
+            assert m.peak_allocated_bytes > 0
+            after = [p.detach().cpu() for p in model.parameters()]
+            assert any((a - b).abs().max() > 0 for a, b in zip(after, before))
+            inferred = cnnperf.inference(convnet(), batch_size=32, image_size=32, cuda_graphs=True)
+            assert inferred.measurement.items_per_second > 0
+        """
+    )
+    gpu_project.runpytest("--cnnperf", "--cnnperf-inprocess").assert_outcomes(passed=1)
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")

@@ -424,7 +424,7 @@ def test_mode_table_with_another_reference() -> None:
             "fp64",
             "'fp64' in the reference 'fp64' is not a mode; use cudnn=on|off|benchmark|"
             "deterministic (or just on, off, ...), fp32|fp16|bf16 (or amp=off|fp16|bf16), "
-            "contiguous|channels_last, several joined with commas, e.g. 'cudnn=off' or "
+            "contiguous|channels_last, eager|compile|compile=MODE|cuda_graphs, several joined with commas, e.g. 'cudnn=off' or "
             "'fp32,contiguous'",
         ),
         (

@@ -4,12 +4,13 @@ then describe the environment the figures belong to."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from ..policy import TimingPolicy
 from ..results import DeviceHealth, Environment, Sample
-from . import calibration, cpuload, environment, memory, nvml
+from . import calibration, compiled, cpuload, environment, memory, nvml
 from .timing import Clock, CpuClock, CudaClock, time_steps
 from .workload import Workload
 
@@ -49,7 +50,10 @@ def take_sample(
     readings = [monitor.read()] if monitor else []
     # on a GPU the CPU only launches work, and xdist workers beside it launch theirs: not counted
     cpu_before = None if cuda else cpuload.snapshot()
+    if workload.compiled:
+        workload.compiled.start()
     timed = time_steps(workload.phases, clock, policy, per_step_wall=not cuda)
+    compilation = workload.compiled.figures(timed) if workload.compiled else None
     cpu_contention = None
     if cpu_before is not None:
         cpu_contention = cpuload.contention(cpu_before, cpuload.snapshot(), _threads())
@@ -69,9 +73,13 @@ def take_sample(
         health=health,
         in_process=in_process,
         cpu_contention=cpu_contention,
+        compilation=compilation,
     )
     driver = monitor.driver_version() if monitor else None
-    return sample, environment.capture(device, plan.machine, driver)
+    env = environment.capture(device, plan.machine, driver)
+    if workload.compiled:
+        env = dataclasses.replace(env, compiler=compiled.compiler_stack(device.type))
+    return sample, env
 
 
 def _threads() -> int:

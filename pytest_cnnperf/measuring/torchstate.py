@@ -1,17 +1,21 @@
 """Global torch state that a benchmark may touch, saved before it and restored after it.
 
 cuDNN flags, TF32 switches, float32 matmul precision, deterministic-algorithm mode, thread count,
-grad mode and the random number generators come back as they were, and the CUDA caching
-allocator gives back what the benchmark left cached, even when the benchmark raised.
+grad mode, the random number generators and the compiler cache folder (a compiled benchmark sets
+``TORCHINDUCTOR_CACHE_DIR``) come back as they were, and the CUDA caching allocator gives back
+what the benchmark left cached, even when the benchmark raised.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+_INDUCTOR_CACHE = "TORCHINDUCTOR_CACHE_DIR"
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,7 @@ class TorchState:
     grad_enabled: bool
     cpu_rng: Any
     cuda_rng: tuple[Any, ...] | None
+    inductor_cache: str | None = None
 
     @classmethod
     def capture(cls) -> TorchState:
@@ -43,6 +48,7 @@ class TorchState:
             cpu_rng=torch.get_rng_state(),
             # only read CUDA generators when CUDA is already up: reading them would initialise it
             cuda_rng=tuple(torch.cuda.get_rng_state_all()) if torch.cuda.is_initialized() else None,
+            inductor_cache=os.environ.get(_INDUCTOR_CACHE),
         )
 
     def restore(self) -> None:
@@ -59,6 +65,10 @@ class TorchState:
         torch.set_rng_state(self.cpu_rng)
         if self.cuda_rng is not None:
             torch.cuda.set_rng_state_all(list(self.cuda_rng))
+        if self.inductor_cache is None:
+            os.environ.pop(_INDUCTOR_CACHE, None)
+        else:
+            os.environ[_INDUCTOR_CACHE] = self.inductor_cache
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..benchmark import OPTIMIZERS, InferenceSpec, TrainSpec
+from .compiled import Compiled
 from .timing import Phase
 
 
@@ -28,9 +29,15 @@ class Workload:
     #: set to None), so that a memory pass can see everything a step allocates
     settle: Callable[[], None] = field(default=lambda: None)
     model: Any = None
+    #: compiled benchmarks: the compiled functions and the watch over their steps
+    compiled: Compiled | None = None
 
 
-def make_optimizer(spec: str | Callable[..., Any], params: Any, lr: float) -> Any:
+def make_optimizer(
+    spec: str | Callable[..., Any], params: Any, lr: float, capturable: bool = False
+) -> Any:
+    """The optimizer a spec names; ``capturable``: one that a CUDA graph can capture (Adam
+    and AdamW need to be told; SGD has nothing to tell)."""
     import torch
 
     if callable(spec):
@@ -39,9 +46,9 @@ def make_optimizer(spec: str | Callable[..., Any], params: Any, lr: float) -> An
     if name == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=0.9)
     if name == "adam":
-        return torch.optim.Adam(params, lr=lr * 0.1)
+        return torch.optim.Adam(params, lr=lr * 0.1, capturable=capturable)
     if name == "adamw":
-        return torch.optim.AdamW(params, lr=lr * 0.1)
+        return torch.optim.AdamW(params, lr=lr * 0.1, capturable=capturable)
     raise ValueError(
         f"unknown optimizer {spec!r}; use one of {', '.join(OPTIMIZERS)} or a callable that "
         "takes the model's parameters and returns an optimizer"
@@ -126,21 +133,29 @@ def build_train(model: Any, spec: TrainSpec, device: Any) -> Workload:
         model = DistributedDataParallel(
             model, device_ids=[device] if device.type == "cuda" else None
         )
-    optimizer = make_optimizer(spec.optimizer, model.parameters(), spec.lr)
+    optimizer = make_optimizer(
+        spec.optimizer, model.parameters(), spec.lr, capturable=spec.cuda_graphs
+    )
     loss_fn = spec.loss or classification_loss
     dtype = amp_dtype(spec.amp)
     scaler = torch.amp.GradScaler(device.type) if spec.amp == "fp16" else None
     state: dict[str, Any] = {}
 
-    def autocast() -> contextlib.AbstractContextManager[Any]:
+    def autocast(cache: bool = True) -> contextlib.AbstractContextManager[Any]:
         if dtype is None:
             return contextlib.nullcontext()
-        return torch.autocast(device_type=device.type, dtype=dtype)
+        return torch.autocast(device_type=device.type, dtype=dtype, cache_enabled=cache)
+
+    def loss_of(x: Any, y: Any) -> Any:
+        return loss_fn(model(x), y)
+
+    def optimizer_step() -> None:
+        optimizer.step()
 
     def forward() -> None:
         optimizer.zero_grad(set_to_none=True)
         with autocast():
-            state["loss"] = loss_fn(model(images), targets)
+            state["loss"] = compute_loss(images, targets)
 
     def backward() -> None:
         loss = state.pop("loss")
@@ -151,7 +166,7 @@ def build_train(model: Any, spec: TrainSpec, device: Any) -> Workload:
             scaler.step(optimizer)
             scaler.update()
         else:
-            optimizer.step()
+            step_optimizer()
 
     def static_bytes() -> int:
         tensors = [*module.parameters(), *module.buffers(), images, targets]
@@ -162,13 +177,45 @@ def build_train(model: Any, spec: TrainSpec, device: Any) -> Workload:
     def settle() -> None:
         optimizer.zero_grad(set_to_none=True)
 
+    compute_loss: Callable[[Any, Any], Any] = loss_of
+    step_optimizer: Callable[[], None] = optimizer_step
+    phases: list[Phase] = [("forward", forward), ("backward", backward), ("optimizer", step)]
+    compiled = None
+    if spec.compile is not None:
+        # one eager step first, so that the optimizer's state exists when its step compiles
+        # (compiled on empty state, it compiles again at the second step, when the state appears)
+        for _, run in phases:
+            run()
+        compiled = Compiled(spec.compile, device)
+        compute_loss = compiled.function(loss_of)
+        if scaler is None:  # the scaler's step checks for infs on the CPU: it stays eager
+            step_optimizer = compiled.function(optimizer_step, optimizer=True)
+        phases = compiled.phases(phases)
+    elif spec.cuda_graphs:
+        from .graphed import capture
+
+        def whole_step() -> None:
+            # no autocast cache of cast weights: CUDA graphs do not support it
+            # (torch.cuda.make_graphed_callables refuses it for the same reason)
+            with autocast(cache=False):
+                loss = loss_of(images, targets)
+            loss.backward()
+            optimizer.step()
+
+        phases = [("step", capture(whole_step, settle, device))]
     return Workload(
-        phases=[("forward", forward), ("backward", backward), ("optimizer", step)],
+        phases=phases,
         items_per_step=spec.batch_size,
         static_bytes=static_bytes,
-        settle=settle,
+        # a captured step refills its gradients in place: they must stay
+        settle=_nothing if spec.cuda_graphs else settle,
         model=model,
+        compiled=compiled,
     )
+
+
+def _nothing() -> None:
+    pass
 
 
 def build_inference(model: Any, spec: InferenceSpec, device: Any) -> Workload:
@@ -179,23 +226,34 @@ def build_inference(model: Any, spec: InferenceSpec, device: Any) -> Workload:
     model.eval()
     images = synthetic_batch(spec.batch_size, spec.image_size, device, spec.channels_last)
     dtype = amp_dtype(spec.amp)
+    compiled = Compiled(spec.compile, device) if spec.compile is not None else None
+    run_model = compiled.function(model) if compiled else model
 
     def forward() -> None:
         with torch.inference_mode():
             if dtype is None:
-                model(images)
-            else:
-                with torch.autocast(device_type=device.type, dtype=dtype):
-                    model(images)
+                run_model(images)
+            else:  # CUDA graphs do not support autocast's cache of cast weights
+                cache = not spec.cuda_graphs
+                with torch.autocast(device_type=device.type, dtype=dtype, cache_enabled=cache):
+                    run_model(images)
 
     def static_bytes() -> int:
         return _storage_bytes(iter([*model.parameters(), *model.buffers(), images]))
 
+    phases: list[Phase] = [("forward", forward)]
+    if compiled:
+        phases = compiled.phases(phases)
+    elif spec.cuda_graphs:
+        from .graphed import capture
+
+        phases = [("forward", capture(forward, _nothing, device))]
     return Workload(
-        phases=[("forward", forward)],
+        phases=phases,
         items_per_step=spec.batch_size,
         static_bytes=static_bytes,
         model=model,
+        compiled=compiled,
     )
 
 

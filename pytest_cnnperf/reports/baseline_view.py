@@ -1,4 +1,5 @@
-"""``cnnperf show`` of a baseline file: each entry's figures and the environment."""
+"""``cnnperf show`` of a baseline file: each entry's figures (compiled ones with their compile
+times and graph breaks) and the environment."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from .records import Record
 
 
 def lines(records: Sequence[Record]) -> list[str]:
+    compiled = any(r.graph_breaks is not None for r in records)
     body = []
     for r in records:
         spread = Spread.of(r.step_times_s)
@@ -27,11 +29,22 @@ def lines(records: Sequence[Record]) -> list[str]:
                 str(len(r.step_times_s)),
             ]
         )
+        if compiled:
+            body[-1][-1:-1] = _compiled(r)
     headers = ["test", "benchmark", "throughput", "step", "peak mem", "samples"]
-    out = text.columns(headers, body, right=(2, 3, 4, 5))
+    if compiled:
+        headers[-1:-1] = ["compile cold / warm", "breaks"]
+    out = text.columns(headers, body, right=range(2, len(headers)))
     envs = dict.fromkeys(
         f"environment: {r.environment.describe()} ({r.environment.machine})"
         for r in records
         if r.environment
     )
     return [*out, "", *envs]
+
+
+def _compiled(r: Record) -> list[str]:
+    if r.graph_breaks is None:
+        return ["-", "-"]
+    times = f"{units.seconds(r.compile_cold_s)} / {units.seconds(r.compile_warm_s)}"
+    return [times, str(r.graph_breaks)]

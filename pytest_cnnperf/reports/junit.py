@@ -46,6 +46,15 @@ def properties(result: BenchmarkResult) -> list[tuple[str, str]]:
                 ("baseline_peak_memory_bytes", str(int(d.memory.baseline))),
                 ("memory_change", units.change(d.memory.change)),
             ]
+        if m.compilations:
+            for cache in ("cold", "warm"):
+                seconds = m.compile_time(cache)
+                if seconds is not None:
+                    props.append((f"compile_{cache}_s", _number(seconds)))
+            props += [
+                ("graph_breaks", str(len(m.graph_breaks))),
+                ("recompiles", str(m.recompiles)),
+            ]
     if d.baseline_file:
         props.append(("baseline_file", d.baseline_file))
     if result.error:

@@ -45,6 +45,9 @@ def title(results: Sequence[BenchmarkResult]) -> str:
         return f"{ICON[Verdict.REGRESSED]} cnnperf: {count[Verdict.REGRESSED]} {of} regressed"
     if count.get(Verdict.ERROR):
         return f"{ICON[Verdict.ERROR]} cnnperf: {count[Verdict.ERROR]} {of} failed to run"
+    recompiling = sum(any(explain.fails_compile(r) for r in x.decision.reasons) for x in results)
+    if recompiling:  # without a baseline (a new benchmark that recompiles while timed)
+        return f"{ICON[Verdict.REGRESSED]} cnnperf: {recompiling} {of} failed (recompiles)"
     if count.get(Verdict.SAVED) == n:
         return f"{ICON[Verdict.SAVED]} cnnperf: recorded baselines of {n} benchmarks"
     if count.get(Verdict.INCONCLUSIVE):
@@ -73,13 +76,15 @@ def _attention(results: Sequence[BenchmarkResult]) -> list[str]:
     for result in results:
         d = result.decision
         name = f"{_code(table.short_test(result.test_id))} ({table.short_key(result.config)})"
-        if d.verdict is Verdict.REGRESSED:
+        compiled = [explain.reason_text(r) for r in d.reasons if explain.fails_compile(r)]
+        if d.verdict is Verdict.REGRESSED or compiled:
             what = [
                 _metric(c, result.config.unit)
                 for c in (d.throughput, d.memory)
                 if c and c.verdict is Verdict.REGRESSED
             ]
-            lines.append(f"- {ICON[d.verdict]} {name}: {'; '.join(what)}")
+            icon = ICON[Verdict.REGRESSED]
+            lines.append(f"- {icon} {name}: {_escape('; '.join(what + compiled))}")
         elif d.verdict is Verdict.ERROR:
             lines.append(f"- {ICON[d.verdict]} {name}: {_escape(result.error or 'error')}")
         elif d.verdict is Verdict.INCONCLUSIVE and d.throughput and result.measurement:
@@ -126,6 +131,8 @@ def render(results: Sequence[BenchmarkResult], verbose: bool = False) -> str:
     for env in table.environments(results):
         lines.append(f"**Environment** ({_code(env.machine)}): {_escape(env.describe())}")
         lines.append("")
+    for line in table.compilers(results):
+        lines += [f"**Compiler**: {_escape(line.removeprefix('compiler: '))}", ""]
     return "\n".join(lines)
 
 

@@ -1,6 +1,7 @@
-"""Mode tables: one run over several cuDNN modes, AMP dtypes or memory formats, each model's
-time per mode and its speedup against a reference mode, as the published comparisons show it
-(cuDNN off against on, fp32 against AMP, contiguous against channels_last).
+"""Mode tables: one run over several cuDNN modes, AMP dtypes, memory formats or compile modes,
+each model's time per mode and its speedup against a reference mode, as the published comparisons
+show it (cuDNN off against on, fp32 against AMP, contiguous against channels_last, eager against
+compiled).
 
 Benchmarks are grouped by their configuration without the mode (model, batch, image size, ...);
 within a group, the speedup of a mode is the reference mode's step time over its own.
@@ -24,8 +25,17 @@ AMP_ORDER = (None, "fp16", "bf16")
 REFERENCE_FORMS = (
     "cudnn=on|off|benchmark|deterministic (or just on, off, ...), fp32|fp16|bf16 (or "
     "amp=off|fp16|bf16), "
-    "contiguous|channels_last, several joined with commas, e.g. 'cudnn=off' or 'fp32,contiguous'"
+    "contiguous|channels_last, eager|compile|compile=MODE|cuda_graphs, several joined with "
+    "commas, e.g. 'cudnn=off' or 'fp32,contiguous'"
 )
+
+
+def compile_mode(config: BenchConfig) -> str | None:
+    """How a benchmark was compiled, as a mode: ``None`` (eager), ``compile``,
+    ``compile=max-autotune``, ``cuda_graphs``."""
+    if config.compile is not None:
+        return config.compile.label()
+    return "cuda_graphs" if config.cuda_graphs else None
 
 
 @dataclass(frozen=True)
@@ -35,15 +45,18 @@ class Mode:
     cudnn_mode: str | None
     amp: str | None
     channels_last: bool
+    #: ``None``: eager; else as :func:`compile_mode` says
+    compile: str | None = None
 
     @classmethod
     def of(cls, config: BenchConfig) -> Mode:
-        return cls(config.cudnn_mode, config.amp, config.channels_last)
+        return cls(config.cudnn_mode, config.amp, config.channels_last, compile_mode(config))
 
-    def order(self) -> tuple[int, int, int]:
+    def order(self) -> tuple[int, int, int, int, str]:
         cudnn = CUDNN_ORDER.index(self.cudnn_mode) if self.cudnn_mode in CUDNN_ORDER else -1
         amp = AMP_ORDER.index(self.amp) if self.amp in AMP_ORDER else len(AMP_ORDER)
-        return (cudnn, amp, int(self.channels_last))
+        compiled = 0 if self.compile is None else 1 if self.compile.startswith("compile") else 2
+        return (cudnn, amp, int(self.channels_last), compiled, self.compile or "")
 
     def label(self, dimensions: Sequence[str]) -> str:
         """``cudnn=on bf16 channels_last``, naming only the dimensions the run varies."""
@@ -54,12 +67,16 @@ class Mode:
             parts.append(self.amp or "fp32")
         if "memory format" in dimensions:
             parts.append("channels_last" if self.channels_last else "contiguous")
+        if "compile" in dimensions:
+            parts.append(self.compile or "eager")
         return " ".join(parts) or "default"
 
 
 def group_key(config: BenchConfig) -> str:
     """The configuration without its mode: what a row of the table holds fixed."""
-    base = dataclasses.replace(config, cudnn_mode=None, amp=None, channels_last=False)
+    base = dataclasses.replace(
+        config, cudnn_mode=None, amp=None, channels_last=False, compile=None, cuda_graphs=False
+    )
     return table.short_key(base)
 
 
@@ -110,6 +127,12 @@ def _parse_reference(spec: str) -> dict[str, object]:
             wanted["amp"] = None if value in ("fp32", "off") else value
         elif name in ("memory_format", "format", "") and value in ("contiguous", "channels_last"):
             wanted["channels_last"] = value == "channels_last"
+        elif token in ("eager", "compile=off", "compile=eager"):
+            wanted["compile"] = None
+        elif token in ("compile", "compile=default", "compile=on", "cuda_graphs"):
+            wanted["compile"] = "compile" if token.startswith("compile") else token
+        elif name == "compile":
+            wanted["compile"] = token
         else:
             raise BadReference(
                 f"{raw.strip()!r} in the reference {spec!r} is not a mode; use {REFERENCE_FORMS}"
@@ -122,17 +145,24 @@ def _default(values: Sequence[object], preferred: object) -> object:
 
 
 def choose_reference(modes: Sequence[Mode], spec: str | None) -> Mode:
-    """The mode named by ``spec``; unnamed settings (and no spec) default to cuDNN off, fp32 and
-    contiguous where the run has them, so that speedups read as what a feature buys."""
+    """The mode named by ``spec``; unnamed settings (and no spec) default to cuDNN off, fp32,
+    contiguous and eager where the run has them, so that speedups read as what a feature buys."""
     wanted = _parse_reference(spec) if spec else {}
     cudnn = wanted.get("cudnn", _default([m.cudnn_mode for m in modes], "off"))
     amp = wanted.get("amp", _default([m.amp for m in modes], None))
     channels_last = wanted.get("channels_last", _default([m.channels_last for m in modes], False))
+    compiled = wanted.get("compile", _default([m.compile for m in modes], None))
     for mode in modes:
-        if (mode.cudnn_mode, mode.amp, mode.channels_last) == (cudnn, amp, channels_last):
+        if (mode.cudnn_mode, mode.amp, mode.channels_last, mode.compile) == (
+            cudnn,
+            amp,
+            channels_last,
+            compiled,
+        ):
             return mode
     dimensions = _dimensions(modes)
-    run = ", ".join(m.label(dimensions or ("cudnn", "amp", "memory format")) for m in modes)
+    every = ("cudnn", "amp", "memory format", "compile")
+    run = ", ".join(m.label(dimensions or every) for m in modes)
     raise BadReference(f"the reference {spec!r} names no mode of this run; it has: {run}")
 
 
@@ -144,6 +174,8 @@ def _dimensions(modes: Sequence[Mode]) -> tuple[str, ...]:
         dims.append("amp")
     if len({m.channels_last for m in modes}) > 1:
         dims.append("memory format")
+    if len({m.compile for m in modes}) > 1:
+        dims.append("compile")
     return tuple(dims)
 
 

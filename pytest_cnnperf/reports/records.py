@@ -42,6 +42,10 @@ class Record:
     step_times_s: tuple[float, ...]
     peak_bytes: tuple[int, ...] = ()
     verdict: Verdict | None = None
+    #: compiled benchmarks: compile time with the cache cold and warm, graph breaks
+    compile_cold_s: float | None = None
+    compile_warm_s: float | None = None
+    graph_breaks: int | None = None
 
     @property
     def test(self) -> str:
@@ -88,6 +92,9 @@ def from_result(result: BenchmarkResult) -> Record | None:
         step_times_s=m.step_times,
         peak_bytes=tuple(s.memory.allocated_bytes for s in m.samples if s.memory),
         verdict=result.decision.verdict,
+        compile_cold_s=m.compile_time("cold"),
+        compile_warm_s=m.compile_time("warm"),
+        graph_breaks=len(m.graph_breaks) if m.compilations else None,
     )
 
 
@@ -113,6 +120,9 @@ def from_baseline(document: BaselineFile, path: Path) -> list[Record]:
             items_per_step=entry.items_per_step,
             step_times_s=entry.step_time_s,
             peak_bytes=entry.peak_allocated_bytes,
+            compile_cold_s=entry.compile_cold_s,
+            compile_warm_s=entry.compile_warm_s,
+            graph_breaks=len(entry.graph_breaks) if entry.config.compile else None,
         )
         for test, entries in sorted(document.entries.items())
         for key, entry in sorted(entries.items())

@@ -8,7 +8,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .. import explain, units
-from ..results import BenchConfig, BenchmarkResult, Comparison, Environment, Verdict
+from ..results import (
+    BenchConfig,
+    BenchmarkResult,
+    Comparison,
+    Environment,
+    Measurement,
+    NewGraphBreaks,
+    Verdict,
+)
 
 #: the order verdicts are counted in, worst first
 VERDICT_ORDER = (
@@ -35,6 +43,10 @@ class Row:
     memory: str
     baseline_memory: str
     memory_change: str
+    #: compiled benchmarks: compile time with the cache cold / warm, graph breaks, recompiles
+    compile: str
+    graph_breaks: str
+    recompiles: str
     step: str
     phases: str
     notes: tuple[str, ...] = ()
@@ -58,6 +70,9 @@ COLUMNS = (
     Column("memory", "peak mem", figure=True),
     Column("baseline_memory", "baseline", figure=True),
     Column("memory_change", "change", figure=True),
+    Column("compile", "compile cold / warm", figure=True),
+    Column("graph_breaks", "breaks", figure=True),
+    Column("recompiles", "recompiles", figure=True),
 )
 #: shown with ``-v`` and in ``cnnperf show``
 DETAIL_COLUMNS = (
@@ -72,6 +87,9 @@ OPTIONAL = frozenset(
         "memory",
         "baseline_memory",
         "memory_change",
+        "compile",
+        "graph_breaks",
+        "recompiles",
         "phases",
     }
 )
@@ -132,6 +150,10 @@ def row(result: BenchmarkResult) -> Row:
     )
     notes = [f"environment changed: {c}" for c in d.environment_changes]
     notes.extend(explain.notes(d))
+    named = {b for r in d.reasons if isinstance(r, NewGraphBreaks) for b in r.breaks}
+    notes.extend(
+        f"graph break at {explain.graph_break(b)}" for b in m.graph_breaks if b not in named
+    )
     if m.scaling_efficiency is not None:
         notes.append(
             f"{result.config.world_size} ranks, step time of the slowest; scaling efficiency "
@@ -147,10 +169,25 @@ def row(result: BenchmarkResult) -> Row:
         memory=units.nbytes(m.peak_allocated_bytes),
         baseline_memory=units.nbytes(d.memory.baseline) if d.memory else "-",
         memory_change=units.change(d.memory.change) if d.memory else "-",
+        **_compiled(m),
         step=units.seconds(m.step_time_s),
         phases=phase_text,
         notes=tuple(notes),
     )
+
+
+def _compiled(m: Measurement) -> dict[str, str]:
+    if not m.compilations:
+        return {"compile": "-", "graph_breaks": "-", "recompiles": "-"}
+    cold, warm = m.compile_time("cold"), m.compile_time("warm")
+    recompiles = str(m.warmup_recompiles + m.recompiles)
+    if m.recompiles:
+        recompiles += f" ({m.recompiles} timed)"
+    return {
+        "compile": f"{units.seconds(cold)} / {units.seconds(warm)}",
+        "graph_breaks": str(len(m.graph_breaks)),
+        "recompiles": recompiles,
+    }
 
 
 def visible(rows: Sequence[Row], columns: Sequence[Column]) -> list[Column]:
@@ -183,6 +220,16 @@ def summary(results: Sequence[BenchmarkResult]) -> str:
         parts.append(part)
     total = len(results)
     return f"{total} benchmark{'' if total == 1 else 's'}: " + ", ".join(parts)
+
+
+def compilers(results: Sequence[BenchmarkResult]) -> list[str]:
+    """The compiler stacks of the compiled benchmarks, each once: ``compiler: g++ 12.2.0``."""
+    found = [
+        r.environment.compiler.describe()
+        for r in results
+        if r.environment is not None and r.environment.compiler is not None
+    ]
+    return [f"compiler: {stack}" for stack in dict.fromkeys(found)]
 
 
 def environments(results: Sequence[BenchmarkResult]) -> list[Environment]:

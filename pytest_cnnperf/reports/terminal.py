@@ -46,6 +46,7 @@ def styled_lines(
         (f"environment: {env.describe()} ({env.machine})", None)
         for env in table.environments(results)
     ]
+    out += [(line, None) for line in table.compilers(results)]
     return out
 
 

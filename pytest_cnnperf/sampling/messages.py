@@ -147,7 +147,10 @@ def describe_error(exc: BaseException) -> str:
     import traceback
 
     from ..explain import display_path
+    from ..measuring.compiled import CompileFailed
 
+    if isinstance(exc, CompileFailed):  # the compiler's own message, already trimmed
+        return str(exc)
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     frames = traceback.extract_tb(exc.__traceback__)
     ours = os.path.dirname(os.path.dirname(__file__))

@@ -4,7 +4,7 @@ The CNNs the field compares (cnn-benchmarks, the cuDNN and AMP articles): the Re
 VGG-16, MobileNet-V2, EfficientNet-B0, GoogLeNet and Inception-V3. On a GPU each trains at its
 published input size (224 px, 299 for Inception-V3) and a published batch size (32 to 256); on the
 CPU at small sizes that finish in minutes on two cores. ``--cnnperf-zoo-*`` options choose models,
-batch sizes, image size, AMP and memory format.
+batch sizes, image size, AMP, memory format and compile modes.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ class ZooOptions:
     image_size: int | None = None
     amp: tuple[str | None, ...] = (None,)
     channels_last: tuple[bool, ...] = (False,)
+    #: ``None``: eager; else a ``torch.compile`` mode
+    compile: tuple[str | None, ...] = (None,)
 
     @classmethod
     def of(cls, values: settings.Settings) -> ZooOptions:
@@ -33,6 +35,7 @@ class ZooOptions:
             image_size=values[settings.ZOO_IMAGE_SIZE],
             amp=values[settings.ZOO_AMP],
             channels_last=values[settings.ZOO_MEMORY_FORMAT],
+            compile=values[settings.ZOO_COMPILE],
         )
 
 
@@ -64,6 +67,7 @@ class ZooCase:
     image_size: int | None
     amp: str | None
     channels_last: bool
+    compile: str | None = None
 
     def id(self, several_batches: bool) -> str:
         parts = [self.model]
@@ -73,6 +77,8 @@ class ZooCase:
             parts.append(self.amp)
         if self.channels_last:
             parts.append("channels_last")
+        if self.compile:
+            parts.append("compile" if self.compile == "default" else f"compile_{self.compile}")
         return "-".join(parts)
 
 
@@ -84,8 +90,8 @@ def cases(options: ZooOptions, on_gpu: bool) -> list[ZooCase]:
         entry = catalog.get(name, ZooModel(name, gpu_batch=64, cpu_batch=4))
         batches = options.batch_sizes or (entry.gpu_batch if on_gpu else entry.cpu_batch,)
         image = options.image_size or (None if on_gpu else entry.cpu_image)
-        for batch, amp, channels_last in itertools.product(
-            batches, options.amp, options.channels_last
+        for batch, amp, channels_last, compile_mode in itertools.product(
+            batches, options.amp, options.channels_last, options.compile
         ):
-            result.append(ZooCase(name, batch, image, amp, channels_last))
+            result.append(ZooCase(name, batch, image, amp, channels_last, compile_mode))
     return result

@@ -24,7 +24,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def test_train(cnnperf: CnnPerf, model_factory: ModelFactory, zoo_case: ZooCase) -> Any:
-    """One training step: forward, cross-entropy, backward, SGD with momentum."""
+    """One training step: forward, cross-entropy, backward, SGD with momentum; eager, or
+    compiled in a ``torch.compile`` mode (``--cnnperf-zoo-compile``)."""
     model = model_factory(zoo_case.model)
     cnnperf.train_step(
         model,
@@ -32,4 +33,5 @@ def test_train(cnnperf: CnnPerf, model_factory: ModelFactory, zoo_case: ZooCase)
         image_size=zoo_case.image_size,
         amp=zoo_case.amp,
         channels_last=zoo_case.channels_last,
+        compile=zoo_case.compile,
     )
