@@ -172,6 +172,30 @@ def test_a_bad_threshold_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
     )
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--threshold=150%"],
+            "cnnperf compare: error: argument --threshold: '150%' cannot fail anything: a "
+            "throughput loss is always below 100%; use a percentage below 100% such as 10%",
+        ),
+        (
+            ["--fail-on-regression", "15"],
+            "cnnperf compare: error: argument --fail-on-regression: '15' as a fraction is 1500%; "
+            "did you mean 15%? Write a percentage such as 15%, or a fraction below 1 such as 0.1",
+        ),
+    ],
+)
+def test_a_threshold_that_switches_the_gate_off_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", *args, str(SAVE), str(SAVE)])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == message
+
+
 # ---- files that cannot be used ----
 
 
