@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from factories import ENV
 
-from pytest_cnnperf.baseline import BaselineFileError, BaselineSaveError, BaselineStore, render
+from pytest_cnnperf.baseline import BaselineFileError, BaselineStore, render
 from pytest_cnnperf.formats import BASELINE
 from pytest_cnnperf.location import module_key
 from pytest_cnnperf.results import BaselineEntry, BaselineFile, BenchConfig
@@ -220,6 +220,8 @@ def test_a_folder_of_a_dead_session_is_removed(tmp_path: Path) -> None:
 
 
 def test_a_file_in_the_place_of_a_folder_is_named(tmp_path: Path) -> None:
+    from pytest_cnnperf.baseline import BaselineSaveError
+
     (tmp_path / "m").write_text("a file where the machine's folder goes")
     with pytest.raises(
         BaselineFileError, match=f"it cannot be read: {tmp_path}/m is a file, not a folder"

@@ -122,10 +122,13 @@ def test_a_test_that_is_gone_is_stale_and_pruned_on_request(saved: pytest.Pytest
 
 
 def test_two_modules_with_similar_names_keep_files_of_their_own(project: pytest.Pytester) -> None:
-    test = "from models import Sleepy\n\ndef test_x(cnnperf):\n    cnnperf.train_step(Sleepy(name='{}'), batch_size=2, image_size=8)\n"
+    """``perf 1/test_x.py`` and ``perf_1/test_x.py`` once both mapped to ``perf_1/test_x.json``:
+    one benchmark's entry replaced the other's, and the gate compared one module with the
+    other's figures."""
+    test = "from models import Sleepy\n\ndef test_x(cnnperf):\n    cnnperf.train_step(Sleepy(), batch_size=2, image_size=8)\n"
     for folder in ("perf 1", "perf_1"):
         project.mkdir(folder)
-        (project.path / folder / "test_x.py").write_text(test.format(folder.replace(" ", "-")))
+        (project.path / folder / "test_x.py").write_text(test)
     project.syspathinsert()  # importlib's mode does not put the rootdir on the path
     args = ["--cnnperf", "--import-mode=importlib", "-p", "no:randomly"]
     result = project.runpytest(*args, "--cnnperf-save")
@@ -136,11 +139,12 @@ def test_two_modules_with_similar_names_keep_files_of_their_own(project: pytest.
             "saved 1 baseline(s) to *perf_1/test_x.json",
         ]
     )
-    (project.path / "SLOWDOWN-perf_1").write_text("1")
-    result = project.runpytest(*args)
-    result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*baseline    baselines/*/perf_1/test_x.json"])
-    result.stdout.fnmatch_lines(["FAILED perf_1/test_x.py::test_x - *"])
+    project.runpytest(*args, "--cnnperf-json=results.json").assert_outcomes(passed=2)
+    results = json.loads((project.path / "results.json").read_text())["results"]
+    assert {r["test_id"]: r["decision"]["baseline_file"].split("/", 2)[2] for r in results} == {
+        "perf 1/test_x.py::test_x": "perf%201/test_x.json",
+        "perf_1/test_x.py::test_x": "perf_1/test_x.json",
+    }
 
 
 # ---- item 4: a save that wrote nothing fails the run ----
@@ -239,6 +243,35 @@ def test_a_baselines_setting_that_names_a_file_is_a_usage_error(project: pytest.
     )
 
 
+# ---- item 8: bad numbers in a baseline file (every field and value: test_cli) ----
+
+
+@pytest.mark.parametrize(
+    ("number", "found"), [("Infinity", "float inf"), ("1" + "0" * 30, "an int of 31 digits")]
+)
+def test_a_bad_number_in_a_baseline_fails_its_benchmarks_with_the_field(
+    saved: pytest.Pytester, number: str, found: str
+) -> None:
+    (path,) = (saved.path / "baselines").glob("*/test_bench.json")
+    text = path.read_text()
+    key = "train_step Sleepy bs=2 8x8 opt=sgd"
+    data = json.loads(text)
+    data["entries"]["test_a"][key]["step_time_s"][0] = "@"
+    path.write_text(json.dumps(data).replace('"@"', number))
+    bad = path.read_text()
+    result = saved.runpytest("--cnnperf", "test_bench.py::test_a", "test_bench.py::test_b")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            f"cnnperf: baseline file {path} cannot be used: it is malformed: file.entries['test_a']"
+            f"['{key}'].step_time_s[0]: expected a positive number, found {found}. Mend it (or "
+            "delete it) and record new baselines with --cnnperf-save; it is left untouched until then."
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+    assert path.read_text() == bad
+
+
 # ---- item 7: an interrupted run writes nothing ----
 
 
@@ -249,7 +282,9 @@ def test_an_interrupted_run_saves_nothing(saved: pytest.Pytester) -> None:
             "def test_plain():", "def test_plain():\n    raise KeyboardInterrupt\n\ndef unused():"
         )
     )
-    result = saved.runpytest("--cnnperf", "--cnnperf-save", "-p", "no:randomly")
+    result = saved.runpytest(
+        "--cnnperf", "--cnnperf-save", "-p", "no:randomly", no_reraise_ctrlc=True
+    )
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(
         [
@@ -386,3 +421,11 @@ def test_no_message_shows_a_chained_traceback(project: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         ["error: could not write the results to /proc/x/r.json: No such file or directory"]
     )
+
+
+def test_a_path_outside_the_current_folder_is_shown_as_given(tmp_path: Path) -> None:
+    from pytest_cnnperf.explain import display_path
+
+    assert display_path("/proc/x/r.json") == "/proc/x/r.json"
+    assert display_path(Path.cwd() / "out" / "r.json") == "out/r.json"
+    assert display_path(Path.cwd().parent / "r.json") == str(Path.cwd().parent / "r.json")

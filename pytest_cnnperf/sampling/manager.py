@@ -170,7 +170,10 @@ class Zygote:
         return cls(pid, requests_write, replies_read, workdir)
 
     def _send(self, message: dict[str, Any]) -> None:
-        os.write(self._requests, (json.dumps(message) + "\n").encode())
+        try:
+            os.write(self._requests, (json.dumps(message) + "\n").encode())
+        except OSError:  # it died (the out-of-memory killer, a kill)
+            raise BenchmarkError("the sample-process server ended unexpectedly") from None
 
     def _receive(self, timeout: float) -> dict[str, Any] | None:
         ready, _, _ = select.select([self._replies], [], [], timeout)
@@ -185,7 +188,11 @@ class Zygote:
     def wait_ready(self) -> bool:
         """Wait for the zygote's self-check; ``False`` (with ``unusable`` set) if it failed."""
         if self._ready is None:
-            message = self._receive(timeout=PROBE_TIMEOUT_S + 120)
+            try:
+                message = self._receive(timeout=PROBE_TIMEOUT_S + 120)
+            except BenchmarkError as exc:
+                self.unusable, self._ready = str(exc), False
+                return False
             if message is None:
                 self.unusable = "the sample-process server did not start in time"
                 self._ready = False
