@@ -100,22 +100,24 @@ def test_a_test_left_out_by_last_failed_is_not_stale(saved: pytest.Pytester) -> 
     assert entries(saved) == TESTS
 
 
-def test_a_test_that_is_gone_is_stale_and_pruned_on_request(saved: pytest.Pytester) -> None:
-    saved.makepyfile(test_bench=BENCH.replace("def test_b", "def test_b_renamed"))
+def test_tests_that_are_gone_are_stale_and_pruned_on_request(saved: pytest.Pytester) -> None:
+    gone = BENCH.replace("def test_b", "def test_b_renamed").replace("class TestD", "class TestE")
+    saved.makepyfile(test_bench=gone)
     result = saved.runpytest("--cnnperf", "test_bench.py::test_a")
     result.stdout.no_fnmatch_line(STALE)  # a node id: the module was not collected whole
     result = saved.runpytest("--cnnperf")
     result.stdout.fnmatch_lines(
         [
-            "1 baseline entry belongs to no test its module has now (if that test is gone, "
-            "remove it with --cnnperf-save --cnnperf-prune):",
+            "2 baseline entries belong to no test their modules have now (if those tests are "
+            "gone, remove them with --cnnperf-save --cnnperf-prune):",
+            "  TestD::test_d in *test_bench.json",
             "  test_b in *test_bench.json",
         ]
     )
     saved.runpytest(
         "--cnnperf", "--cnnperf-save", "--cnnperf-prune", "-k", "test_a"
-    ).stdout.fnmatch_lines(["saved 1 baseline(s) to *test_bench.json, removed 1 stale test(s)"])
-    assert entries(saved) == TESTS - {"test_b"}
+    ).stdout.fnmatch_lines(["saved 1 baseline(s) to *test_bench.json, removed 2 stale test(s)"])
+    assert entries(saved) == TESTS - {"test_b", "TestD::test_d"}
 
 
 # ---- item 3: two modules never share a baseline file ----
