@@ -8,22 +8,26 @@ needs on one line each, so that a refreshed baseline reads well in a diff.
 A file that cannot be read (not JSON, not ours, from a newer schema, malformed) raises
 :class:`BaselineFileError` naming the file and the problem; it is never overwritten. Writes take
 a lock, re-read the file, merge, and replace it atomically, so entries that were not re-measured
-are kept and concurrent writers lose nothing.
+are kept (as they are in the file, with any fields this version does not know) and concurrent
+writers lose nothing. A file that cannot be written raises :class:`BaselineSaveError`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import hashlib
 import json
 import os
 import re
+import secrets
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import formats
+from . import formats, leftovers
 from .results import BaselineEntry, BaselineFile
 
 SIGNIFICANT_DIGITS = 5
@@ -41,9 +45,29 @@ class BaselineFileError(Exception):
         )
 
 
+class BaselineSaveError(Exception):
+    """A baseline file cannot be written (a folder that cannot be created or written to, a
+    lock that cannot be taken)."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"cannot save baselines to {path}: {problem}")
+
+
+def os_problem(exc: OSError) -> str:
+    """An operating-system error as a reason: what failed, on which path."""
+    what = exc.strerror or str(exc)
+    return f"{what} ({exc.filename})" if exc.filename else what
+
+
 def render(document: BaselineFile) -> str:
     """Stable, diff-friendly JSON: sorted keys, rounded numbers, number lists on one line."""
-    text = json.dumps(_rounded(formats.BASELINE.dump(document)), indent=2, sort_keys=True)
+    return _render_data(_rounded(formats.BASELINE.dump(document)))
+
+
+def _render_data(data: Mapping[str, Any]) -> str:
+    text = json.dumps(data, indent=2, sort_keys=True)
     return re.sub(r"\[\s+([-+0-9.eE,\s]+?)\s+\]", _one_line, text) + "\n"
 
 
@@ -67,6 +91,8 @@ def parse(text: str, path: Path, machine: str | None = None) -> BaselineFile:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BaselineFileError(path, f"it is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise BaselineFileError(path, "it is not valid JSON (nested too deeply)") from None
     schema = formats.BASELINE.schema
     if not isinstance(data, dict) or data.get("schema") != schema:
         raise BaselineFileError(
@@ -86,17 +112,88 @@ def parse(text: str, path: Path, machine: str | None = None) -> BaselineFile:
     return document
 
 
+_SAFE = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-"
+
+
 def safe_name(part: str) -> str:
-    """A path component with anything outside ``[A-Za-z0-9._-]`` replaced, so that no test id
-    or machine name can make a strange file name."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", part).strip(".") or "_"
+    """A path component that no test id or machine name can make strange: a name of
+    ``[A-Za-z0-9._-]`` that neither starts nor ends with a dot is kept as it is; in any other,
+    every other character, and leading and trailing dots, are written as ``%XX`` (their UTF-8
+    bytes), so that two names never share a file (``perf 1`` is ``perf%201``, ``perf_1``
+    stays ``perf_1``)."""
+    if (
+        part
+        and all(c in _SAFE for c in part)
+        and not part.startswith(".")
+        and not part.endswith(".")
+    ):
+        return part
+    stripped = part.strip(".")
+    lead = len(part) - len(part.lstrip("."))
+    trail = len(part) - lead - len(stripped)
+    body = "".join(c if c in _SAFE else "".join(f"%{b:02X}" for b in c.encode()) for c in stripped)
+    return "%2E" * lead + body + "%2E" * trail or "%"
 
 
-def _lock_path(path: Path) -> Path:
+#: how long a save waits for another process's save of the same file
+LOCK_TIMEOUT_S = 60.0
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold the lock of the baseline file ``path`` (kept in the temporary folder, so that no
+    lock file lands in the repository); ``BaselineSaveError`` when it cannot be taken."""
+    from filelock import FileLock, Timeout
+
     digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:16]
     folder = Path(tempfile.gettempdir()) / "pytest-cnnperf-locks"
-    folder.mkdir(exist_ok=True)
-    return folder / f"{digest}.lock"
+    lock = FileLock(str(folder / f"{digest}.lock"), timeout=LOCK_TIMEOUT_S)
+    problem = None
+    try:
+        folder.mkdir(exist_ok=True)
+        lock.acquire()
+    except Timeout:
+        problem = f"another process held its lock {lock.lock_file} for {LOCK_TIMEOUT_S:g} s"
+    except OSError as exc:
+        problem = f"its lock in {folder} cannot be used: {os_problem(exc)}"
+    if problem:
+        raise BaselineSaveError(path, problem)
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _temporary(path: Path) -> tuple[int, Path]:
+    """A new file beside ``path`` to write it in, named for this process (so that a later save
+    can tell a killed writer's leftover), with the mode of any new file (0644 under umask 022)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    return os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), temporary
+
+
+def _remove_leftovers(path: Path) -> None:
+    """Remove the temporary files of saves of ``path`` that were killed before their rename.
+    Called under the lock, when only a live process's can be in use (files of versions that
+    did not name them for their process are leftovers too)."""
+    prefix = f".{path.name}."
+    for leftover in path.parent.glob(glob.escape(prefix) + "*.tmp"):
+        pid = leftovers.owner(leftover.name, prefix)
+        if pid is None or not leftovers.alive(pid):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    handle, temporary = _temporary(path)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 @dataclass(frozen=True)
@@ -112,24 +209,35 @@ class BaselineStore:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._cache: dict[Path, BaselineFile | BaselineFileError | None] = {}
+        self._writable: dict[Path, BaselineSaveError | None] = {}
 
     def path(self, machine: str, module: str) -> Path:
         return self.root / safe_name(machine) / f"{module}.json"
+
+    def _read(self, path: Path) -> str | None:
+        """The file's text, ``None`` if there is none; ``BaselineFileError`` if it cannot be
+        read."""
+        try:
+            return path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except NotADirectoryError:
+            in_the_way = next((p for p in path.parents if p.is_file()), path.parent)
+            problem = f"it cannot be read: {in_the_way} is a file, not a folder"
+        except UnicodeDecodeError:
+            problem = "it is not a text file (expected JSON)"
+        except OSError as exc:
+            problem = f"it cannot be read ({exc.strerror})"
+        raise BaselineFileError(path, problem)
 
     def load(self, path: Path, machine: str | None = None) -> BaselineFile | None:
         """The file at ``path``, ``None`` if there is none; raises ``BaselineFileError``."""
         if path not in self._cache:
             try:
-                text = path.read_text(encoding="utf-8")
-            except FileNotFoundError:
-                self._cache[path] = None
-            except OSError as exc:
-                self._cache[path] = BaselineFileError(path, f"it cannot be read ({exc.strerror})")
-            else:
-                try:
-                    self._cache[path] = parse(text, path, machine)
-                except BaselineFileError as exc:
-                    self._cache[path] = exc
+                text = self._read(path)
+                self._cache[path] = None if text is None else parse(text, path, machine)
+            except BaselineFileError as exc:
+                self._cache[path] = exc
         cached = self._cache[path]
         if isinstance(cached, BaselineFileError):
             raise cached
@@ -141,6 +249,27 @@ class BaselineStore:
             return None
         return document.entries.get(test, {}).get(key)
 
+    def check_writable(self, path: Path) -> None:
+        """Raise ``BaselineSaveError`` now if ``path`` could not be saved at the end of the
+        session: its folder cannot be made or written to, or its lock cannot be taken."""
+        if path not in self._writable:
+            problem = None
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                handle, temporary = _temporary(path)
+                os.close(handle)
+                temporary.unlink()
+                with _locked(path):
+                    pass
+            except BaselineSaveError as exc:
+                problem = exc
+            except OSError as exc:
+                problem = BaselineSaveError(path, os_problem(exc))
+            self._writable[path] = problem
+        checked = self._writable[path]
+        if checked is not None:
+            raise checked
+
     def save(
         self,
         machine: str,
@@ -149,27 +278,38 @@ class BaselineStore:
         remove_tests: Iterable[str] = (),
     ) -> SaveOutcome:
         """Merge ``updates`` (test -> key -> entry) into the module's file and drop
-        ``remove_tests``; everything else in the file is kept."""
-        from filelock import FileLock
-
+        ``remove_tests``; everything else in the file is kept as it is, fields that this
+        version does not know included. ``BaselineFileError`` for a file that cannot be read
+        (it is left alone), ``BaselineSaveError`` for one that cannot be written."""
         path = self.path(machine, module)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(_lock_path(path))):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BaselineSaveError(path, os_problem(exc)) from None
+        with _locked(path):
+            _remove_leftovers(path)
             self._cache.pop(path, None)
-            current = self.load(path, machine)
-            entries = {
-                test: dict(keys) for test, keys in (current.entries if current else {}).items()
-            }
+            text = self._read(path)
+            data: dict[str, Any] = {}
+            if text is not None:
+                parse(text, path, machine)  # refuses a file it cannot use
+                data = json.loads(text)
+            entries: dict[str, dict[str, Any]] = data.get("entries", {})
             removed = tuple(sorted(t for t in remove_tests if t in entries))
             for test in removed:
                 del entries[test]
             written = 0
             for test, keys in updates.items():
-                entries.setdefault(test, {}).update(keys)
-                written += len(keys)
-            document = BaselineFile(machine, entries, module)
-            _write_atomically(path, render(document))
-            self._cache[path] = document
+                for key, entry in keys.items():
+                    entries.setdefault(test, {})[key] = _rounded(formats.ENTRY.dump(entry))
+                    written += 1
+            header = formats.BASELINE.dump(BaselineFile(machine, {}, module))
+            text = _render_data({**data, **header, "entries": entries})
+            try:
+                _write_atomically(path, text)
+            except OSError as exc:
+                raise BaselineSaveError(path, os_problem(exc)) from None
+            self._cache[path] = parse(text, path, machine)
         return SaveOutcome(path=path, written=written, removed=removed)
 
     def machines_with(self, module: str, test: str, key: str) -> list[str]:
@@ -193,14 +333,8 @@ class BaselineStore:
         return sorted(self.root.rglob("*.json")) if self.root.is_dir() else []
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+def folder_problem(root: Path) -> str | None:
+    """Why ``root`` cannot be the baselines folder (a file in its place), or ``None``."""
+    if root.exists() and not root.is_dir():
+        return f"{root} is a file, not a folder"
+    return None

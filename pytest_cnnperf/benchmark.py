@@ -90,6 +90,14 @@ def batch_size(value: object) -> int:
     )
 
 
+def flag(name: str, value: object) -> bool:
+    """A boolean argument: ``True`` or ``False`` only (``"no"`` is truthy, and would measure
+    the opposite of what was meant)."""
+    if isinstance(value, bool):
+        return value
+    raise ArgumentProblem(f"{name}={value!r} is not a boolean; use True or False")
+
+
 def amp(value: object) -> str | None:
     if value is None or value is False:
         return None

@@ -9,6 +9,7 @@ be used, with a one-line message naming the file and the problem.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,16 +35,18 @@ def _fail_on(text: str) -> bool | float:
     return True if text == "" else _fraction(text)
 
 
+#: a word that is meant as a threshold (good or bad), not a file name
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)%?")
+
+
 def _with_bare_flags(argv: Sequence[str]) -> list[str]:
     """``--fail-on-regression`` takes its threshold after ``=`` or as the next word when that is
-    a threshold; otherwise it stands alone (so ``--fail-on-regression OLD NEW`` works)."""
+    a number; otherwise it stands alone (so ``--fail-on-regression OLD NEW`` works)."""
     out: list[str] = []
     for i, arg in enumerate(argv):
         if arg == FAIL_ON:
             following = argv[i + 1] if i + 1 < len(argv) else ""
-            try:
-                settings.THRESHOLD.parse(following)
-            except ValueError:
+            if not _NUMBER.fullmatch(following):
                 arg += "="
         out.append(arg)
     return out

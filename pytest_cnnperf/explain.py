@@ -35,11 +35,15 @@ NO_BASELINE = "no baseline"
 
 
 def display_path(path: os.PathLike[str] | str) -> str:
-    """A path as a user reads it: relative to the current folder where that works."""
+    """A path as a user reads it: relative to the current folder when it lies inside it, else
+    as it is (``/proc/x/r.json``, not ``../../proc/x/r.json``)."""
+    text = os.fspath(path)
     try:
-        return os.path.relpath(path)
+        relative = os.path.relpath(text)
     except ValueError:  # another drive on Windows
-        return os.fspath(path)
+        return text
+    outside = relative == os.pardir or relative.startswith(os.pardir + os.sep)
+    return text if outside else relative
 
 
 def save_command(nodeid: str) -> str:

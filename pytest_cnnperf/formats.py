@@ -72,6 +72,10 @@ class Codec(Generic[T]):
         raise NotImplementedError
 
 
+#: no number in a file of ours is this large (json reads ints of any size, floats up to inf)
+LARGEST = 2**63
+
+
 class Scalar(Codec[T]):
     """A string, boolean or number, with a check of its range."""
 
@@ -90,6 +94,10 @@ class Scalar(Codec[T]):
     def load(self, data: object, path: str) -> T:
         if isinstance(data, bool) and bool not in self.types:
             raise DataError(f"{path}: expected {self.what}, found {_kind(data)}")
+        if isinstance(data, int) and not isinstance(data, bool) and abs(data) >= LARGEST:
+            # json reads any number of digits; no figure of ours needs more than 64 bits
+            digits = len(str(abs(data)))
+            raise DataError(f"{path}: expected {self.what}, found an int of {digits} digits")
         if not isinstance(data, self.types) or not self.check(data):
             raise DataError(f"{path}: expected {self.what}, found {_kind(data)}")
         value: Any = float(cast(float, data)) if float in self.types else data

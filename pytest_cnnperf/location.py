@@ -17,8 +17,9 @@ from .baseline import safe_name
 
 
 def module_key(parts: Iterable[str]) -> str:
-    """A relative path for a module's baseline file from its path components, with anything
-    outside ``[A-Za-z0-9._-]`` replaced, so no test id can make a strange file name."""
+    """A relative path for a module's baseline file from its path components, each made safe
+    by :func:`~pytest_cnnperf.baseline.safe_name` (anything outside ``[A-Za-z0-9._-]`` written
+    as ``%XX``), so that no test id makes a strange file name and no two modules share one."""
     return "/".join(safe_name(part) for part in parts)
 
 

@@ -8,7 +8,7 @@ call (see the README's "Developing pytest-cnnperf").
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -68,6 +68,14 @@ def pytest_configure(config: pytest.Config) -> None:
     except device.DeviceProblem as exc:
         raise pytest.UsageError(str(exc)) from None
     session = Session(configuration, run_device, registry)
+    from .baseline import folder_problem
+
+    problem = folder_problem(session.settings[settings.BASELINES])
+    if problem:
+        raise pytest.UsageError(
+            f"the baselines folder (--cnnperf-baselines, or the cnnperf_baselines ini setting): "
+            f"{problem}; name a folder, or leave the setting out for baselines/ under the rootdir"
+        )
     config.stash[SESSION] = session
     config.stash[SAMPLING] = Sampling(
         run_device, session.settings[settings.INPROCESS], session.settings[settings.SAMPLE_TIMEOUT]
@@ -104,17 +112,24 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 @pytest.hookimpl(wrapper=True)
 def pytest_sessionstart(session: pytest.Session) -> Iterator[None]:
     """Fork the zygote of sample processes once the session has started, before any test
-    runs torch code."""
+    runs torch code; from then on, SIGINT and SIGTERM end them (``stopping``)."""
     yield
     state = _session(session.config)
     if state is None:
         return
     from . import workers
     from .sampling import child
+    from .stash import STOPPING
+    from .stopping import Stopping
 
+    sampling = session.config.stash[SAMPLING]
+    stopping = Stopping(sampling.close)
+    session.config.stash[STOPPING] = stopping
+    session.config.pluginmanager.register(stopping, "cnnperf-stopping")
+    stopping.start()
     if workers.controller_workers(session.config):
         return
-    warning = session.config.stash[SAMPLING].start(lambda job: child.run_job(session, job))
+    warning = sampling.start(lambda job: child.run_job(session, job))
     if warning:
         state.warn(warning)
 
@@ -134,6 +149,32 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     modes = session.settings[settings.CUDNN]
     if modes:
         metafunc.parametrize("cudnn_mode", modes, indirect=True, ids=[m.value for m in modes])
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    """Note the benchmark tests of each module as the module lists them, before a node id,
+    ``-k``, ``-m`` or ``--lf`` leaves some out (innermost of the wrappers, this sees the list
+    before ``--lf``'s wrapper shortens it): only an entry whose test no longer exists is
+    stale."""
+    report: pytest.CollectReport = yield
+    session = _session(collector.config)
+    if session is None or collector.getparent(pytest.Module) is None:
+        return report
+    from .location import Location
+
+    session.collected_node(Location.of(collector))
+    if report.failed:
+        session.expect(Location.of(collector))
+    for node in report.result:
+        if isinstance(node, pytest.Item):
+            if _is_benchmark(node):
+                session.collect(Location.of(node))
+        else:  # a class, collected next unless a node id leaves it out
+            session.expect(Location.of(node))
+    return report
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -265,12 +306,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_sessionfinish(session: pytest.Session) -> None:
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = _session(session.config)
     if state is None:
         return
     from . import workers
     from .reports import outputs
+    from .stash import STOPPING
 
     session.config.stash[SAMPLING].close()
     from .measuring.compiled import remove_cache
@@ -279,5 +321,31 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if workers.worker_slot(session.config):  # the controller merges, saves and reports
         workers.send(session.config, state)
         return
-    state.save_baselines()
+    stopping = session.config.stash[STOPPING]
+    if exitstatus == pytest.ExitCode.INTERRUPTED or stopping.interrupted:
+        state.interrupted()
+    else:
+        with stopping.deferred() as late:  # a file is written whole, and the session says so
+            state.save_baselines()
+        if late:
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+            state.warn("interrupted while saving baselines: the saving was finished first")
+    if state.finish.unsaved and session.exitstatus in (
+        pytest.ExitCode.OK,
+        pytest.ExitCode.NO_TESTS_COLLECTED,
+    ):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     outputs.write_session_reports(state, outputs.benchmark_info(session.config))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """End the sample processes (if the session did not get to it) and put back the signal
+    handlers."""
+    if _session(config) is None:
+        return
+    from .stash import STOPPING
+
+    config.stash[SAMPLING].close()
+    stopping = config.stash.get(STOPPING, None)
+    if stopping is not None:
+        stopping.restore()

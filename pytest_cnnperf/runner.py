@@ -19,7 +19,7 @@ from typing import Any, NoReturn, TypeVar
 import pytest
 
 from . import benchmark, explain, gate
-from .baseline import BaselineFileError
+from .baseline import BaselineFileError, BaselineSaveError
 from .benchmark import ArgumentProblem, InferenceSpec, TrainSpec
 from .location import Location
 from .measuring.sample import SamplePlan
@@ -154,7 +154,7 @@ class CnnPerf:
                     batch_size=benchmark.batch_size(batch_size),
                     image_size=benchmark.image_size(image_size, self._default_size(model)),
                     amp=benchmark.amp(amp),
-                    channels_last=bool(channels_last),
+                    channels_last=benchmark.flag("channels_last", channels_last),
                     optimizer=benchmark.optimizer(optimizer),
                     loss=loss,
                     num_classes=num_classes,
@@ -196,7 +196,7 @@ class CnnPerf:
                     batch_size=benchmark.batch_size(batch_size),
                     image_size=benchmark.image_size(image_size, self._default_size(model)),
                     amp=benchmark.amp(amp),
-                    channels_last=bool(channels_last),
+                    channels_last=benchmark.flag("channels_last", channels_last),
                 ),
                 compile,
                 cuda_graphs,
@@ -346,7 +346,7 @@ class CnnPerf:
                 result = self._gate(config, target, policy, settings, started)
         except BenchmarkError as exc:
             problem = f"measuring {key} on {session.device} failed: {exc}"
-        except BaselineFileError as exc:
+        except (BaselineFileError, BaselineSaveError) as exc:
             problem = str(exc)
         if problem is not None:  # failed outside the except block: no chained traceback
             self._fail_error(config, problem, started)

@@ -1,20 +1,22 @@
 """A benchmark session's state, kept in ``config.stash``, and the code that changes it: the
-results so far, the baselines to write at the end, the tests collected (to find stale entries),
-and what the end of the session saved and found.
+results so far, the baselines to write at the end, the tests that exist (to find stale
+entries), and what the end of the session saved and found.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from .baseline import BaselineFileError, BaselineStore, SaveOutcome
+from .baseline import BaselineFileError, BaselineSaveError, BaselineStore, SaveOutcome, safe_name
 from .location import Location
 from .measuring.compiled import compile_cache_root
 from .models import ModelRegistry
-from .results import BaselineEntry, BenchmarkResult
+from .results import BaselineEntry, BenchmarkResult, Remark, Verdict
 from .settings import Configuration, Settings
 
 #: test name -> configuration key -> entry
@@ -29,6 +31,8 @@ class Finish:
     #: (file, test name) of entries whose test no longer exists
     stale: list[tuple[str, str]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    #: baseline files that were to be saved and were not (a failed save fails the run)
+    unsaved: int = 0
     #: the report files written (``--cnnperf-json`` and the others), one line each
     reports: list[str] = field(default_factory=list)
 
@@ -53,8 +57,12 @@ class Session:
         self.results: list[BenchmarkResult] = []
         #: baselines to write at the end: (machine, module) -> entries
         self.pending: dict[tuple[str, str], Entries] = defaultdict(dict)
-        #: benchmark tests collected, by baseline module: for finding stale entries
+        #: benchmark tests that exist, by baseline module, as their modules list them (before
+        #: a node id, -k, -m or --lf deselect any): for finding stale entries
         self.collected: dict[str, set[str]] = defaultdict(set)
+        #: parts of modules (classes) this run did not collect, by module: such a module's
+        #: entries cannot be told stale
+        self.uncollected: dict[str, set[str]] = defaultdict(set)
         #: the machine name seen in this session's measurements
         self.machine: str | None = None
         self.warnings: list[str] = []
@@ -76,7 +84,16 @@ class Session:
             self.warnings.append(warning)
 
     def collect(self, location: Location) -> None:
+        """A benchmark test exists."""
         self.collected[location.module].add(location.test)
+
+    def expect(self, location: Location) -> None:
+        """A part of a module (a class) is listed, and is yet to be collected."""
+        self.uncollected[location.module].add(location.nodeid)
+
+    def collected_node(self, location: Location) -> None:
+        """A part of a module was collected (or collecting it failed: ``expect`` it again)."""
+        self.uncollected[location.module].discard(location.nodeid)
 
     def record(self, result: BenchmarkResult) -> None:
         self.results.append(result)
@@ -85,9 +102,12 @@ class Session:
 
     def queue_baseline(self, location: Location, entry: BaselineEntry) -> None:
         """Keep ``entry`` for writing at the end of the session; check now that its file can be
-        written back (a corrupt one fails this benchmark, and is left alone)."""
+        written back (a corrupt one fails this benchmark, and is left alone; so does one whose
+        folder or lock cannot be used)."""
         machine = entry.environment.machine
-        self.store.load(self.store.path(machine, location.module), machine)
+        path = self.store.path(machine, location.module)
+        self.store.load(path, machine)
+        self.store.check_writable(path)
         pending = self.pending[(machine, location.module)]
         pending.setdefault(location.test, {})[entry.config.key()] = entry
 
@@ -96,6 +116,7 @@ class Session:
         results: Iterable[BenchmarkResult],
         pending: Mapping[tuple[str, str], Entries],
         collected: Mapping[str, Iterable[str]],
+        uncollected: Mapping[str, Iterable[str]],
         machine: str | None,
         warnings: Iterable[str],
     ) -> None:
@@ -108,6 +129,8 @@ class Session:
                 merged.setdefault(test, {}).update(keys)
         for module, tests in collected.items():
             self.collected[module].update(tests)
+        for module, nodes in uncollected.items():
+            self.uncollected[module].update(nodes)
         self.machine = self.machine or machine
         for warning in warnings:
             self.warn(warning)
@@ -118,29 +141,73 @@ class Session:
         self.finish.errors.extend(errors)
 
     def stale_tests(self, machine: str, module: str) -> list[str]:
-        """Tests with entries in the module's baseline file that this session did not collect."""
+        """Tests with entries in the module's baseline file that no longer exist: none unless
+        this session collected the whole module (a test that a node id, -k, -m or --lf left
+        out still exists)."""
+        if module not in self.collected or self.uncollected.get(module):
+            return []
         try:
             document = self.store.load(self.store.path(machine, module), machine)
         except BaselineFileError:
             return []
         if document is None:
             return []
-        return sorted(set(document.entries) - self.collected.get(module, set()))
+        return sorted(set(document.entries) - self.collected[module])
 
     def save_baselines(self) -> None:
         """Merge the recorded entries into their files (pruning stale tests on request), then
-        list the stale entries that remain."""
+        list the stale entries that remain. A file that cannot be saved is an error, and its
+        benchmarks' results say they were not saved."""
         from .settings import PRUNE
 
         report = self.finish
         for (machine, module), entries in sorted(self.pending.items()):
             prune = self.stale_tests(machine, module) if self.settings[PRUNE] else []
+            problem = None
             try:
                 report.saved.append(self.store.save(machine, module, entries, prune))
-            except (BaselineFileError, OSError) as exc:
-                report.errors.append(f"could not save baselines for {module}: {exc}")
+            except (BaselineFileError, BaselineSaveError) as exc:
+                problem = str(exc)
+            if problem:
+                report.errors.append(problem)
+                report.unsaved += 1
+                self._not_saved(f"not saved: {problem}", (machine, module))
         if self.machine:
             for module in sorted(self.collected):
                 path = self.store.path(self.machine, module)
                 stale = self.stale_tests(self.machine, module)
                 report.stale += [(str(path), test) for test in stale]
+
+    def interrupted(self) -> None:
+        """The run was interrupted: nothing is saved, and the results say so."""
+        count = sum(len(keys) for tests in self.pending.values() for keys in tests.values())
+        if count:
+            self.warn(
+                f"the run was interrupted, so none of the {count} baseline(s) it measured was "
+                "saved; run it again to record them"
+            )
+            self._not_saved("not saved: the run was interrupted")
+
+    def _not_saved(self, why: str, file: tuple[str, str] | None = None) -> None:
+        """Results that say "saved" whose entries were not written (to ``file``: (machine,
+        module); else to any) become errors, with a note that says why."""
+        for i, result in enumerate(self.results):
+            if result.decision.verdict is Verdict.SAVED and (
+                file is None or self._bound_for(result, *file)
+            ):
+                decision = dataclasses.replace(
+                    result.decision,
+                    verdict=Verdict.ERROR,
+                    reasons=(Remark(why), *result.decision.reasons),
+                )
+                self.results[i] = dataclasses.replace(result, decision=decision)
+
+    def _bound_for(self, result: BenchmarkResult, machine: str, module: str) -> bool:
+        """Whether ``result``'s entry is one of those to be saved to the module's file."""
+        path, _, test = result.test_id.partition("::")
+        return (
+            result.environment is not None
+            and result.environment.machine == machine
+            and result.key in self.pending[(machine, module)].get(test, {})
+            and safe_name(Path(path).stem) == module.rsplit("/", 1)[-1]
+        )

@@ -43,19 +43,43 @@ class Effort(str, enum.Enum):
 # ---- parsers: a value as written (text, or a Python value in a marker) to what it means ----
 
 
-def parse_fraction(value: object) -> float:
-    """``10%``, ``2.5%`` or a fraction such as ``0.1``."""
+THRESHOLD_FORMS = "use a percentage such as 10% or 2.5%, or a fraction such as 0.1"
+
+
+def _threshold(value: object) -> float:
+    """A threshold as written: ``10%``, ``2.5%``, or a fraction below 1 such as ``0.1`` (a bare
+    number of 1 or more was probably meant as a percentage, and is refused)."""
     text = str(value).strip()
     try:
         number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
     except ValueError:
         number = float("nan")
-    if isinstance(value, bool) or not 0 < number < 10:
+    if isinstance(value, bool) or not number > 0 or number == float("inf"):
+        raise ValueError(f"{value!r} is not a threshold; {THRESHOLD_FORMS}")
+    if not text.endswith("%") and number >= 1:
         raise ValueError(
-            f"{value!r} is not a threshold; use a percentage such as 10% or 2.5%, "
-            "or a fraction such as 0.1"
+            f"{value!r} as a fraction is {percent(number)}; did you mean {text}%? "
+            f"Write a percentage such as {text}%, or a fraction below 1 such as 0.1"
         )
     return number
+
+
+def parse_loss_threshold(value: object) -> float:
+    """The throughput loss that fails: below 100%, since a loss of 100% (no throughput at all)
+    cannot be exceeded, and a gate at or above it would pass everything."""
+    number = _threshold(value)
+    if number >= 1:
+        raise ValueError(
+            f"{value!r} cannot fail anything: a throughput loss is always below 100%; "
+            "use a percentage below 100% such as 10%"
+        )
+    return number
+
+
+def parse_growth_threshold(value: object) -> float:
+    """The peak-memory growth that fails: any positive percentage (memory can grow by more than
+    100%: 150% is two and a half times the baseline's)."""
+    return _threshold(value)
 
 
 def parse_effort(value: object) -> Effort:
@@ -98,8 +122,37 @@ def parse_positive_ints(value: object) -> tuple[int, ...]:
     return values
 
 
-def parse_positive_int(value: object) -> int:
-    return parse_positive_ints(value)[0]
+def positive_int(what: str, example: int) -> Callable[[object], int]:
+    """A parser of one positive whole number; ``what`` names it in messages (``a number of
+    samples``)."""
+
+    def parse(value: object) -> int:
+        text = str(value).strip()
+        number = int(text) if text.isdigit() and not isinstance(value, bool) else 0
+        if number <= 0:
+            raise ValueError(
+                f"{text!r} is not {what}; use a positive whole number such as {example}"
+            )
+        return number
+
+    parse.__name__ = "parse_" + what.split()[-1]
+    return parse
+
+
+#: the most samples a benchmark takes at its first look (re-measuring and saving take twice as
+#: many): each is a fresh process, and no verdict needs more
+MAX_SAMPLES = 100
+
+
+def parse_samples(value: object) -> int:
+    number = positive_int("a number of samples", 6)(value)
+    if number > MAX_SAMPLES:
+        raise ValueError(
+            f"{number} samples is more than the {MAX_SAMPLES} a benchmark may take: each is a "
+            "fresh process of a second or more, and re-measuring or saving takes twice as many; "
+            f"use {MAX_SAMPLES} or fewer"
+        )
+    return number
 
 
 def parse_text(value: object) -> str:
@@ -344,7 +397,7 @@ MACHINE: Setting[str | None] = Setting(
 )
 THRESHOLD = Setting(
     "threshold",
-    parse_fraction,
+    parse_loss_threshold,
     "Throughput loss that fails a benchmark, e.g. 10%",
     flag="--cnnperf-threshold",
     metavar="PCT",
@@ -356,7 +409,7 @@ THRESHOLD = Setting(
 )
 MEMORY_THRESHOLD = Setting(
     "memory_threshold",
-    parse_fraction,
+    parse_growth_threshold,
     "Peak-memory growth that fails a benchmark, e.g. 5%",
     flag="--cnnperf-memory-threshold",
     metavar="PCT",
@@ -367,7 +420,7 @@ MEMORY_THRESHOLD = Setting(
 )
 COMPILE_TIME_THRESHOLD: Setting[float | None] = Setting(
     "compile_time_threshold",
-    parse_fraction,
+    parse_growth_threshold,
     "Compile-time growth that fails a compiled benchmark, e.g. 50%. Default: none (compile "
     "time is reported against the baseline, never failed on: it is noisy)",
     flag="--cnnperf-compile-time-threshold",
@@ -409,7 +462,7 @@ INPROCESS = Setting(
 )
 SAMPLES = Setting(
     "samples",
-    parse_positive_int,
+    parse_samples,
     "Samples (fresh processes) per benchmark at the first look; twice as many to re-measure "
     "or save",
     flag="--cnnperf-samples",
@@ -494,7 +547,7 @@ ZOO_BATCH_SIZE: Setting[tuple[int, ...] | None] = Setting(
 )
 ZOO_IMAGE_SIZE: Setting[int | None] = Setting(
     "zoo_image_size",
-    parse_positive_int,
+    positive_int("an image size", 224),
     "Image size for the zoo. Default: each model's own (224, 299 for inception_v3) on a GPU, "
     "small on the CPU",
     flag="--cnnperf-zoo-image-size",

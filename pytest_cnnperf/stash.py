@@ -13,8 +13,11 @@ import pytest
 if TYPE_CHECKING:
     from .sampling.manager import Sampling
     from .session import Session
+    from .stopping import Stopping
 
 #: the session's results, baselines to save and settings (only in a ``--cnnperf`` run)
 SESSION: pytest.StashKey[Session] = pytest.StashKey()
 #: where the session's samples come from
 SAMPLING: pytest.StashKey[Sampling] = pytest.StashKey()
+#: how the session stops on SIGINT and SIGTERM
+STOPPING: pytest.StashKey[Stopping] = pytest.StashKey()

@@ -97,6 +97,7 @@ class WorkerReport:
     results: tuple[BenchmarkResult, ...] = ()
     pending: tuple[Pending, ...] = ()
     collected: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    uncollected: dict[str, tuple[str, ...]] = field(default_factory=dict)
     machine: str | None = None
     warnings: tuple[str, ...] = ()
 
@@ -119,6 +120,7 @@ WORKER_REPORT: Document[WorkerReport] = Document(
             ),
         ),
         Field("collected", MapOf(ListOf(STR))),
+        formats.optional("uncollected", MapOf(ListOf(STR)), {}),
         Field("machine", Nullable(STR)),
         Field("warnings", ListOf(STR)),
     ),
@@ -135,6 +137,7 @@ def send(config: pytest.Config, session: Session) -> None:
             for (machine, module), entries in session.pending.items()
         ),
         collected={module: tuple(sorted(tests)) for module, tests in session.collected.items()},
+        uncollected={module: tuple(sorted(n)) for module, n in session.uncollected.items() if n},
         machine=session.machine,
         warnings=tuple(session.warnings),
     )
@@ -148,6 +151,7 @@ def receive(session: Session, text: str) -> None:
         results=report.results,
         pending={(p.machine, p.module): p.entries for p in report.pending},
         collected=report.collected,
+        uncollected=report.uncollected,
         machine=report.machine,
         warnings=report.warnings,
     )

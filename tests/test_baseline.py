@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +16,8 @@ from pytest_cnnperf.baseline import BaselineFileError, BaselineStore, render
 from pytest_cnnperf.formats import BASELINE
 from pytest_cnnperf.location import module_key
 from pytest_cnnperf.results import BaselineEntry, BaselineFile, BenchConfig
+
+SAFE_CHARACTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-%"
 
 SCHEMA = BASELINE.schema
 
@@ -117,10 +123,111 @@ def test_a_file_of_another_machine_is_foreign(tmp_path: Path) -> None:
 
 def test_module_keys_never_make_strange_file_names() -> None:
     assert module_key(["tests", "perf", "test_models"]) == "tests/perf/test_models"
-    assert module_key(["..", "we ird", "a/b", "ü"]) == "_/we_ird/a_b/_"
+    assert module_key(["..", "we ird", "a/b", "ü"]) == "%2E%2E/we%20ird/a%2Fb/%C3%BC"
+    assert module_key([".hidden", "trailing.", "", "%"]) == "%2Ehidden/trailing%2E/%/%25"
+
+
+def test_two_modules_never_share_a_file() -> None:
+    """``perf 1/test_x.py`` and ``perf_1/test_x.py`` once both mapped to ``perf_1/test_x``;
+    names that were already safe still map as before, so existing files still apply."""
+    assert module_key(["perf 1", "test_x"]) != module_key(["perf_1", "test_x"])
+    assert module_key(["perf_1", "test_x"]) == "perf_1/test_x"
+    names = ["a b", "a_b", "a%20b", "a%b", "a.", "a%2E", ".a", "%2Ea", "..", ".", "", "_", "ü", "u"]
+    keys = [module_key([name]) for name in names]
+    assert len(set(keys)) == len(names), keys
+    assert all(set(key) <= set(SAFE_CHARACTERS) and not key.startswith(".") for key in keys)
 
 
 def test_render_is_stable() -> None:
     document = BaselineFile("m", {"b": {"k": entry()}, "a": {"k": entry()}})
     assert render(document) == render(document)
     assert render(document).index('"a"') < render(document).index('"b"')
+
+
+def test_a_save_keeps_what_it_does_not_know(tmp_path: Path) -> None:
+    """Fields of a newer version (at the top, in an entry, in a config) and entries that were
+    not re-measured stay as they are in the file when another test is saved."""
+    store = BaselineStore(tmp_path)
+    store.save("m", "mod", {"test_a": {"k": entry(0.04)}, "test_b": {"k": entry(0.05)}})
+    path = store.path("m", "mod")
+    data = json.loads(path.read_text())
+    data["reviewed_by"] = "someone"
+    kept = data["entries"]["test_b"]["k"]
+    kept["comment"] = "measured on the quiet runner"
+    kept["config"]["compile_mode"] = "max-autotune"
+    kept["step_time_s"] = [0.050000001, 0.0505, 0.0495]  # as a hand edit left it
+    data["entries"]["test_a"]["k"]["comment"] = "replaced with the entry"
+    path.write_text(json.dumps(data))
+    BaselineStore(tmp_path).save("m", "mod", {"test_a": {"k": entry(0.06)}})
+    after = json.loads(path.read_text())
+    assert after["reviewed_by"] == "someone"
+    assert after["entries"]["test_b"]["k"] == kept
+    assert "comment" not in after["entries"]["test_a"]["k"]
+    assert after["entries"]["test_a"]["k"]["step_time_s"][0] == pytest.approx(0.06)
+
+
+def test_a_save_removes_what_killed_saves_left(tmp_path: Path) -> None:
+    """A save killed between writing its temporary file and the rename leaves the file; the
+    next save of the same baseline file removes it (files of live writers stay)."""
+    store = BaselineStore(tmp_path)
+    store.save("m", "mod", {"test_a": {"k": entry()}})
+    folder = store.path("m", "mod").parent
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    leftovers = [
+        folder / f".mod.json.{dead.stdout.strip()}.0a1b2c3d.tmp",
+        folder / ".mod.json.k2j3h4x1.tmp",  # named by an earlier version, without its process
+    ]
+    live = folder / f".mod.json.{os.getpid()}.feedbeef.tmp"
+    other = folder / ".other.json.1.tmp"
+    for path in [*leftovers, live, other]:
+        path.write_text("{")
+    BaselineStore(tmp_path).save("m", "mod", {"test_b": {"k": entry()}})
+    assert sorted(p.name for p in folder.iterdir()) == sorted([live.name, other.name, "mod.json"])
+
+
+def test_baseline_files_get_the_mode_of_any_new_file(tmp_path: Path) -> None:
+    previous = os.umask(0o022)
+    try:
+        store = BaselineStore(tmp_path)
+        store.save("m", "mod", {"test_a": {"k": entry()}})
+        assert stat.S_IMODE(store.path("m", "mod").stat().st_mode) == 0o644
+    finally:
+        os.umask(previous)
+
+
+def test_a_folder_of_a_dead_session_is_removed(tmp_path: Path) -> None:
+    from pytest_cnnperf.leftovers import remove_folders_of_dead
+
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    gone = tmp_path / f"pytest-cnnperf-{dead.stdout.strip()}-x1y2z3"
+    live = tmp_path / f"pytest-cnnperf-{os.getpid()}-a1b2c3"
+    keep = [live, tmp_path / "pytest-cnnperf-locks", tmp_path / "pytest-cnnperf-k2j3h4x1"]
+    for folder in [gone, *keep]:
+        folder.mkdir()
+        (folder / "sample-1.json").write_text("{}")
+    remove_folders_of_dead(tmp_path, "pytest-cnnperf-")
+    assert sorted(tmp_path.iterdir()) == sorted(keep)
+
+
+def test_a_file_in_the_place_of_a_folder_is_named(tmp_path: Path) -> None:
+    from pytest_cnnperf.baseline import BaselineSaveError
+
+    (tmp_path / "m").write_text("a file where the machine's folder goes")
+    with pytest.raises(
+        BaselineFileError, match=f"it cannot be read: {tmp_path}/m is a file, not a folder"
+    ):
+        BaselineStore(tmp_path).entry("m", "mod", "t", "k")
+    with pytest.raises(
+        BaselineSaveError, match=f"cannot save baselines to {tmp_path}/m/mod.json: File exists"
+    ):
+        BaselineStore(tmp_path).check_writable(BaselineStore(tmp_path).path("m", "mod"))

@@ -172,6 +172,30 @@ def test_a_bad_threshold_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
     )
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--threshold=150%"],
+            "cnnperf compare: error: argument --threshold: '150%' cannot fail anything: a "
+            "throughput loss is always below 100%; use a percentage below 100% such as 10%",
+        ),
+        (
+            ["--fail-on-regression", "15"],
+            "cnnperf compare: error: argument --fail-on-regression: '15' as a fraction is 1500%; "
+            "did you mean 15%? Write a percentage such as 15%, or a fraction below 1 such as 0.1",
+        ),
+    ],
+)
+def test_a_threshold_that_switches_the_gate_off_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", *args, str(SAVE), str(SAVE)])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == message
+
+
 # ---- files that cannot be used ----
 
 
@@ -522,3 +546,100 @@ def test_fail_on_regression_alone_or_with_a_threshold(
     assert status == 1
     threshold = "20%" if any("2" in a for a in args) else "10%"
     assert f"regressed: slower beyond {threshold}" in out
+
+
+# ---- bad numbers: refused when read, with the file, the field and the value ----
+
+#: a number json.loads reads but no figure can be, as written in the file
+BAD_NUMBERS = {
+    "Infinity": "float inf",
+    "-Infinity": "float -inf",
+    "NaN": "float nan",
+    "1e999": "float inf",
+    "0": "int 0",
+    "-0.04": "float -0.04",
+    "[]": "list",
+    "1" + "0" * 30: "an int of 31 digits",
+}
+
+
+def with_number(source: Path, tmp_path: Path, path: list[str | int], number: str) -> Path:
+    """A copy of ``source`` with the value at ``path`` written as ``number`` (raw JSON text:
+    json.dumps cannot write NaN where we want it, and a Python float cannot be 1e999)."""
+    data = json.loads(source.read_text())
+    target = data
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = "@NUMBER@"
+    copy = tmp_path / source.name
+    copy.write_text(json.dumps(data).replace('"@NUMBER@"', number))
+    return copy
+
+
+ENTRY = ["entries", "test_train[resnet18]", "train_step resnet18 bs=8 64x64 opt=sgd"]
+SAMPLE = ["results", 0, "measurement", "samples", 0]
+#: (file, where the value is, the field as messages name it, what it must be)
+NUMBER_FIELDS = [
+    (BASELINE, [*ENTRY, "step_time_s", 1], "step_time_s[1]", "a positive number"),
+    (BASELINE, [*ENTRY, "items_per_step"], "items_per_step", "a positive int"),
+    (BASELINE, [*ENTRY, "calibration_s", 0], "calibration_s[0]", "a positive number"),
+    (
+        BASELINE,
+        [*ENTRY, "peak_allocated_bytes", 2],
+        "peak_allocated_bytes[2]",
+        "an int of at least 0",
+    ),
+    (BASELINE, [*ENTRY, "cold_step_s"], "cold_step_s", "a number of at least 0"),
+    (BASELINE, [*ENTRY, "phases_s", "forward"], "phases_s['forward']", "a number of at least 0"),
+    (BASELINE, [*ENTRY, "environment", "threads"], "environment.threads", "a positive int"),
+    (BASELINE, [*ENTRY, "config", "batch_size"], "config.batch_size", "a positive int"),
+    (SAVE, [*SAMPLE, "step_time_s"], "step_time_s", "a positive number"),
+    (SAVE, [*SAMPLE, "step_times_s", 0], "step_times_s[0]", "a positive number"),
+    (SAVE, ["results", 0, "measurement", "items_per_step"], "items_per_step", "a positive int"),
+    (
+        SAVE,
+        [*SAMPLE, "memory", "allocated_bytes"],
+        "memory.allocated_bytes",
+        "an int of at least 0",
+    ),
+    (SAVE, [*SAMPLE, "calibration_s"], "calibration_s", "a positive number"),
+]
+
+
+@pytest.mark.parametrize(
+    ("source", "path", "shown", "expected", "number"),
+    [
+        pytest.param(*field, number, id=f"{field[0].name}-{field[2]}-{number[:8]}")
+        for field in NUMBER_FIELDS
+        for number in BAD_NUMBERS
+        if not (number == "0" and "at least 0" in field[3])  # a zero count is a count
+    ],
+)
+def test_a_bad_number_is_refused_naming_the_file_the_field_and_the_value(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    source: Path,
+    path: list[str | int],
+    shown: str,
+    expected: str,
+    number: str,
+) -> None:
+    """``step_time_s`` of Infinity, 0 or [] once raised ZeroDivisionError and ValueError in the
+    gate and the commands; NaN and negative values passed (-4973 images/s). Each is refused
+    when the file is read: the commands exit 2 with one line, the gate fails the benchmarks
+    that need the file with the same words."""
+    bad = with_number(source, tmp_path, path, number)
+    problem = f".{shown}: expected {expected}, found {BAD_NUMBERS[number]}"
+    for command in (["show"], ["epoch"], ["compare", str(source)]):
+        status, out, err = run(capsys, *command, bad)
+        assert (status, out) == (2, ""), command
+        assert err.startswith(f"cnnperf {command[0]}: {bad}: it is ")
+        assert problem in err
+        assert len(err.splitlines()) == 1, err
+    if source is BASELINE:
+        from pytest_cnnperf.baseline import BaselineFileError, BaselineStore
+
+        with pytest.raises(BaselineFileError) as caught:
+            BaselineStore(tmp_path).load(bad)
+        assert str(caught.value).startswith(f"baseline file {bad} cannot be used: it is malformed")
+        assert problem in str(caught.value)

@@ -82,6 +82,24 @@ def test_help_lists_every_option(pytester: pytest.Pytester) -> None:
             "*argument --cnnperf-memory-threshold: '-5%' is not a threshold*",
         ),
         (
+            ["--cnnperf-threshold=150%"],
+            "*argument --cnnperf-threshold: '150%' cannot fail anything: a throughput loss is "
+            "always below 100%; use a percentage below 100% such as 10%",
+        ),
+        (
+            ["--cnnperf-threshold=100%"],
+            "*argument --cnnperf-threshold: '100%' cannot fail anything*",
+        ),
+        (
+            ["--cnnperf-threshold=15"],
+            "*argument --cnnperf-threshold: '15' as a fraction is 1500%; did you mean 15%? Write a "
+            "percentage such as 15%, or a fraction below 1 such as 0.1",
+        ),
+        (
+            ["--cnnperf-samples=2,3"],
+            "*argument --cnnperf-samples: '2,3' is not a number of samples; use a positive whole number such as 6",
+        ),
+        (
             ["--cnnperf-effort=max"],
             "*argument --cnnperf-effort: 'max' is not an effort level; use one of quick, standard, "
             "thorough",
@@ -130,7 +148,27 @@ def test_bad_option_values_are_usage_errors(
         ),
         (
             "cnnperf_samples = none",
-            "ERROR: ini setting cnnperf_samples = 'none': 'none' is not a list of positive integers*",
+            "ERROR: ini setting cnnperf_samples = 'none': 'none' is not a number of samples; use a positive whole number such as 6",
+        ),
+        (
+            "cnnperf_samples = 2,3",
+            "ERROR: ini setting cnnperf_samples = '2,3': '2,3' is not a number of samples; use a positive whole number such as 6",
+        ),
+        (
+            "cnnperf_samples = 1000000",
+            "ERROR: ini setting cnnperf_samples = '1000000': 1000000 samples is more than the 100 a benchmark may take: each is a fresh process of a second or more, and re-measuring or saving takes twice as many; use 100 or fewer",
+        ),
+        (
+            "cnnperf_threshold = 5",
+            "ERROR: ini setting cnnperf_threshold = '5': '5' as a fraction is 500%; did you mean 5%? Write a percentage such as 5%, or a fraction below 1 such as 0.1",
+        ),
+        (
+            "cnnperf_memory_threshold = 1",
+            "ERROR: ini setting cnnperf_memory_threshold = '1': '1' as a fraction is 100%; did you mean 1%? *",
+        ),
+        (
+            "cnnperf_sample_timeout = 0",
+            "ERROR: ini setting cnnperf_sample_timeout = '0': '0' is not a duration*",
         ),
         (
             "cnnperf_min_time = -1",
@@ -191,6 +229,15 @@ def test_cudnn_modes_on_the_cpu_are_a_usage_error(pytester: pytest.Pytester) -> 
             "*@pytest.mark.cnnperf got unknown argument(s) speed; accepted: threshold, memory_threshold, compile_time_threshold, effort, strict",
         ),
         ("effort='max'", "*@pytest.mark.cnnperf(effort='max'): 'max' is not an effort level*"),
+        (
+            "threshold=5",
+            "*@pytest.mark.cnnperf(threshold=5): 5 as a fraction is 500%; did you mean 5%? Write a percentage such as 5%, or a fraction below 1 such as 0.1",
+        ),
+        (
+            "threshold='120%'",
+            "*@pytest.mark.cnnperf(threshold='120%'): '120%' cannot fail anything*",
+        ),
+        ("threshold=True", "*@pytest.mark.cnnperf(threshold=True): True is not a threshold*"),
     ],
 )
 def test_bad_marker_arguments_are_errors_of_the_test(
@@ -224,3 +271,21 @@ def test_marker_is_registered_for_strict_markers(pytester: pytest.Pytester) -> N
     pytester.runpytest("--strict-markers").assert_outcomes(skipped=1)
     result = pytester.runpytest("--markers")
     result.stdout.fnmatch_lines(["@pytest.mark.cnnperf(threshold=None, memory_threshold=None*"])
+
+
+def test_thresholds_that_would_switch_the_gate_off_are_refused() -> None:
+    """A throughput loss cannot reach 100%, so a threshold at or above it passes everything; a
+    bare number of 1 or more was probably meant as a percentage. Memory can grow by more than
+    100%, so a growth threshold above it is legal when written as a percentage."""
+    from pytest_cnnperf.settings import MEMORY_THRESHOLD, THRESHOLD
+
+    assert THRESHOLD.parse("10%") == pytest.approx(0.10)
+    assert THRESHOLD.parse(0.15) == pytest.approx(0.15)
+    assert THRESHOLD.parse("99.5%") == pytest.approx(0.995)
+    for bad in ("100%", "150%", "5", 5, "1", "1.0", 2.5, "0%", "-5%", "inf%", "nan", True):
+        with pytest.raises(ValueError):
+            THRESHOLD.parse(bad)
+    assert MEMORY_THRESHOLD.parse("150%") == pytest.approx(1.5)
+    assert MEMORY_THRESHOLD.parse("5%") == pytest.approx(0.05)
+    with pytest.raises(ValueError, match="did you mean 5%"):
+        MEMORY_THRESHOLD.parse("5")

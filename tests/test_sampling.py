@@ -121,7 +121,7 @@ def test_a_failing_benchmark_fails_only_its_own_test(fresh: pytest.Pytester) -> 
     )
     result.stdout.fnmatch_lines(
         [
-            "*cnnperf: measuring train_step Broken bs=2 8x8 opt=sgd on cpu failed: the sample process took longer than 20 s and was killed"
+            "*cnnperf: measuring train_step Broken bs=2 8x8 opt=sgd on cpu failed: the sample process took longer than 20 s (cnnperf_sample_timeout) and was killed; if it needs longer, raise cnnperf_sample_timeout in the ini file"
         ]
     )
     assert not [

@@ -7,6 +7,8 @@ into the phases the timing loop runs, on the run's device, with AMP and channels
 from __future__ import annotations
 
 import contextlib
+import functools
+import reprlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,9 +63,10 @@ def amp_dtype(amp: str | None) -> Any:
     return {None: None, "fp16": torch.float16, "bf16": torch.bfloat16}[amp]
 
 
-def classification_loss(output: Any, target: Any) -> Any:
+def classification_loss(output: Any, target: Any, *, model: Any = None) -> Any:
     """Cross-entropy, with torchvision's auxiliary heads weighted as its reference scripts do
-    (Inception-V3: 0.4, GoogLeNet: 0.3 each)."""
+    (Inception-V3: 0.4, GoogLeNet: 0.3 each); ``model`` names the model in the error about an
+    output that is not a tensor of class scores."""
     import torch.nn.functional as F
 
     if hasattr(output, "aux_logits2"):  # GoogLeNetOutputs(logits, aux_logits2, aux_logits1)
@@ -77,11 +80,30 @@ def classification_loss(output: Any, target: Any) -> Any:
         if output.aux_logits is not None:
             loss = loss + 0.4 * F.cross_entropy(output.aux_logits, target)
         return loss
-    return F.cross_entropy(output, target)
+    return F.cross_entropy(class_scores(output, model), target)
 
 
-def _main_logits(output: Any) -> Any:
-    return output.logits if hasattr(output, "logits") else output
+def class_scores(output: Any, model: Any = None) -> Any:
+    """A classifier's logits: the output, or its ``logits`` (torchvision's outputs with
+    auxiliary heads); anything else is a ``TypeError`` that says what the model returned and
+    how to measure such a model."""
+    import torch
+
+    logits = output.logits if hasattr(output, "logits") else output
+    if isinstance(logits, torch.Tensor):
+        return logits
+    if isinstance(output, dict):
+        what = "a dict with keys " + ", ".join(repr(k) for k in list(output)[:5])
+    elif isinstance(output, (tuple, list)):
+        what = f"a {type(output).__name__} of {len(output)} values"
+    else:
+        what = f"{type(output).__name__} {reprlib.repr(output)}"
+    name = f" {type(model).__name__}" if model is not None else ""
+    raise TypeError(
+        f"the model{name} returned {what}, not a tensor of class scores, which train_step's "
+        "default loss needs; for a model that returns a dict or a tuple, pass "
+        "loss=callable(output, target) and num_classes=N"
+    )
 
 
 def synthetic_batch(
@@ -123,7 +145,7 @@ def build_train(model: Any, spec: TrainSpec, device: Any) -> Workload:
     if num_classes is None:
         with torch.no_grad():
             model.eval()
-            num_classes = int(_main_logits(model(images[:1])).shape[-1])
+            num_classes = int(class_scores(model(images[:1]), model).shape[-1])
             model.train()
     targets = torch.randint(0, num_classes, (spec.batch_size,), device=device)
     module = model
@@ -136,7 +158,7 @@ def build_train(model: Any, spec: TrainSpec, device: Any) -> Workload:
     optimizer = make_optimizer(
         spec.optimizer, model.parameters(), spec.lr, capturable=spec.cuda_graphs
     )
-    loss_fn = spec.loss or classification_loss
+    loss_fn = spec.loss or functools.partial(classification_loss, model=module)
     dtype = amp_dtype(spec.amp)
     scaler = torch.amp.GradScaler(device.type) if spec.amp == "fp16" else None
     state: dict[str, Any] = {}

@@ -158,6 +158,8 @@ def _read(path: Path) -> tuple[str, object]:
         return text, json.loads(text)
     except json.JSONDecodeError as exc:
         raise FileProblem(path, f"it is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise FileProblem(path, "it is not valid JSON (nested too deeply)") from None
 
 
 def _foreign(path: Path, data: object) -> FileProblem:

@@ -75,9 +75,11 @@ def summary(reporter: pytest.TerminalReporter, session: Session) -> None:
     if finish.stale:
         one = len(finish.stale) == 1
         reporter.write_line(
-            f"{len(finish.stale)} baseline {'entry belongs' if one else 'entries belong'} "
-            "to no test collected in this run (if those tests are gone, remove them "
-            "with --cnnperf-save --cnnperf-prune):"
+            "1 baseline entry belongs to no test its module has now (if that test is gone, "
+            "remove it with --cnnperf-save --cnnperf-prune):"
+            if one
+            else f"{len(finish.stale)} baseline entries belong to no test their modules have "
+            "now (if those tests are gone, remove them with --cnnperf-save --cnnperf-prune):"
         )
         for path, test in finish.stale:
             reporter.write_line(f"  {test} in {path}")

@@ -22,6 +22,7 @@ import dataclasses
 import json
 import os
 import select
+import shutil
 import signal
 import tempfile
 from collections.abc import Callable, Sequence
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from .. import leftovers
 from ..measuring.sample import SamplePlan
 from ..measuring.workload import Workload
 from ..results import BenchmarkResult
@@ -44,7 +46,10 @@ from .messages import (
     describe_error,
     read_report,
 )
-from .zygote import PROBE_TIMEOUT_S, probe_torch, quiet_fork_warning, serve
+from .zygote import PROBE_TIMEOUT_S, die_with_parent, probe_torch, quiet_fork_warning, serve
+
+#: the sample processes' working folders in the temporary directory: pytest-cnnperf-<pid>-...
+WORKDIR_PREFIX = "pytest-cnnperf-"
 
 
 @dataclass(frozen=True)
@@ -115,29 +120,48 @@ class InProcessSampler:
 
 
 class Zygote:
-    """Handle, in the pytest process, of the forked zygote."""
+    """Handle, in the pytest process, of the forked zygote.
+
+    The zygote leads a process group of its own, which its sample processes join: the terminal's
+    Ctrl-C reaches the pytest process alone, which then ends the whole group at once
+    (:meth:`kill`). Should the pytest process die without doing so (SIGKILL), the kernel kills
+    the zygote, and the zygote's death its children (``zygote.die_with_parent``)."""
 
     def __init__(self, pid: int, requests: int, replies: int, workdir: Path) -> None:
         self.pid = pid
         self._requests = requests
-        self._replies = os.fdopen(replies, "r", encoding="utf-8")
+        # unbuffered: a line read must not take the next one out of the pipe, where select()
+        # waits for it
+        self._replies = os.fdopen(replies, "rb", buffering=0)
         self._workdir = workdir
         self._counter = 0
         self._ready: bool | None = None
+        self._reaped = False
         self.unusable: str | None = None
+        with contextlib.suppress(OSError):
+            os.setpgid(pid, pid)  # as the zygote does itself, whichever runs first
+        try:
+            self._group = os.getpgid(pid) == pid
+        except OSError:
+            self._group = False
 
     @classmethod
     def fork(cls, serve_: Callable[[int, int], None]) -> Zygote:
         """Fork the zygote; ``serve_(requests_fd, replies_fd)`` runs in it and never returns."""
+        temporary = Path(tempfile.gettempdir())
+        leftovers.remove_folders_of_dead(temporary, WORKDIR_PREFIX)
         requests_read, requests_write = os.pipe()
         replies_read, replies_write = os.pipe()
-        workdir = Path(tempfile.mkdtemp(prefix="pytest-cnnperf-"))
+        parent = os.getpid()
+        workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{parent}-"))
         with quiet_fork_warning():
             pid = os.fork()
         if pid == 0:  # the zygote
-            os.close(requests_write)
-            os.close(replies_read)
             try:
+                os.setpgid(0, 0)
+                die_with_parent(parent)
+                os.close(requests_write)
+                os.close(replies_read)
                 serve_(requests_read, replies_write)
             finally:
                 os._exit(0)
@@ -146,14 +170,16 @@ class Zygote:
         return cls(pid, requests_write, replies_read, workdir)
 
     def _send(self, message: dict[str, Any]) -> None:
-        os.write(self._requests, (json.dumps(message) + "\n").encode())
+        try:
+            os.write(self._requests, (json.dumps(message) + "\n").encode())
+        except OSError:  # it died (the out-of-memory killer, a kill)
+            raise BenchmarkError("the sample-process server ended unexpectedly") from None
 
-    def _receive(self, timeout: float | None) -> dict[str, Any] | None:
-        if timeout is not None:
-            ready, _, _ = select.select([self._replies], [], [], timeout)
-            if not ready:
-                return None
-        line = self._replies.readline()
+    def _receive(self, timeout: float) -> dict[str, Any] | None:
+        ready, _, _ = select.select([self._replies], [], [], timeout)
+        if not ready:
+            return None
+        line = self._replies.readline().decode("utf-8")
         if not line:
             raise BenchmarkError("the sample-process server ended unexpectedly")
         message: dict[str, Any] = json.loads(line)
@@ -162,7 +188,11 @@ class Zygote:
     def wait_ready(self) -> bool:
         """Wait for the zygote's self-check; ``False`` (with ``unusable`` set) if it failed."""
         if self._ready is None:
-            message = self._receive(timeout=PROBE_TIMEOUT_S + 120)
+            try:
+                message = self._receive(timeout=PROBE_TIMEOUT_S + 120)
+            except BenchmarkError as exc:
+                self.unusable, self._ready = str(exc), False
+                return False
             if message is None:
                 self.unusable = "the sample-process server did not start in time"
                 self._ready = False
@@ -186,7 +216,10 @@ class Zygote:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             self._receive(timeout=60)
-            error = f"the sample process took longer than {timeout:.0f} s and was killed"
+            error = (
+                f"the sample process took longer than {timeout:g} s (cnnperf_sample_timeout) "
+                "and was killed; if it needs longer, raise cnnperf_sample_timeout in the ini file"
+            )
             return [ChildReport(error=error, rank=job.rank) for job in jobs]
         reports = [
             _collect_report(Path(job.out), status, job.rank)
@@ -202,17 +235,27 @@ class Zygote:
         self._counter += 1
         return str(self._workdir / f"sample-{self._counter}{suffix}")
 
+    def kill(self) -> None:
+        """End the zygote and every process it started, at once (safe in a signal handler)."""
+        if self._reaped:  # its id may belong to another process by now
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if self._group:
+                os.killpg(self.pid, signal.SIGKILL)
+            else:
+                os.kill(self.pid, signal.SIGKILL)
+
     def close(self) -> None:
+        """End the zygote and its processes, and remove their files."""
         with contextlib.suppress(OSError):
             os.close(self._requests)
         with contextlib.suppress(OSError):
             self._replies.close()
+        self.kill()
         with contextlib.suppress(ChildProcessError):
             os.waitpid(self.pid, 0)
-        for path in self._workdir.glob("*"):
-            path.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            self._workdir.rmdir()
+        self._reaped = True
+        shutil.rmtree(self._workdir, ignore_errors=True)
 
 
 def _collect_report(path: Path, status: int | None, rank: int) -> ChildReport:
@@ -343,6 +386,7 @@ class Sampling:
         )
 
     def close(self) -> None:
-        if self.zygote is not None:
-            self.zygote.close()
-            self.zygote = None
+        """End the sample processes and remove their files (again: nothing)."""
+        zygote, self.zygote = self.zygote, None
+        if zygote is not None:
+            zygote.close()

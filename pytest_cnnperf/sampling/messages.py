@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,7 +144,10 @@ def read_report(path: Path) -> ChildReport:
 
 
 def describe_error(exc: BaseException) -> str:
-    """The exception and where in the user's code it came from, without torch's frames."""
+    """The exception and where in the user's code it came from, without torch's frames: the
+    line of the user's that raised it, or, when it was raised in ours (a check of what the
+    user's model gave), the user's line that called us (the caller must be in the ``except``
+    block that caught it, below that line)."""
     import traceback
 
     from ..explain import display_path
@@ -152,14 +156,23 @@ def describe_error(exc: BaseException) -> str:
     if isinstance(exc, CompileFailed):  # the compiler's own message, already trimmed
         return str(exc)
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    frames = traceback.extract_tb(exc.__traceback__)
     ours = os.path.dirname(os.path.dirname(__file__))
     torch_dir = f"{os.sep}torch{os.sep}"
-    user = [f for f in frames if not f.filename.startswith(ours) and torch_dir not in f.filename]
-    if user:
-        frame = user[-1]
-        text += f" (raised at {display_path(frame.filename)}:{frame.lineno} in {frame.name})"
-    return text
+
+    def users(frames: traceback.StackSummary) -> list[traceback.FrameSummary]:
+        return [
+            f for f in frames if not f.filename.startswith(ours) and torch_dir not in f.filename
+        ]
+
+    raised = users(traceback.extract_tb(exc.__traceback__))
+    called = users(traceback.extract_stack(sys._getframe(1)))
+    if raised:
+        frame, how = raised[-1], "raised"
+    elif called:
+        frame, how = called[-1], "called"
+    else:
+        return text
+    return f"{text} ({how} at {display_path(frame.filename)}:{frame.lineno} in {frame.name})"
 
 
 #: the error of a rank stopped because another one failed

@@ -14,6 +14,7 @@ import json
 import math
 import os
 import signal
+import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -22,6 +23,8 @@ from typing import Any
 
 from .messages import JOB, ChildReport, Job, write_report
 
+#: prctl(2)'s option: the signal a process gets when its parent ends
+PR_SET_PDEATHSIG = 1
 #: how long a forked probe may take to run a tiny parallel op before the zygote is declared unusable
 PROBE_TIMEOUT_S = 5.0
 #: how long the other ranks get to report their own errors after one rank failed
@@ -48,6 +51,18 @@ def probe_torch(device: str) -> None:
         torch.cuda.synchronize(device)
 
 
+def die_with_parent(parent: int) -> None:
+    """Have the kernel kill this (just forked) process when its parent ends, however it ends
+    (Linux's ``PR_SET_PDEATHSIG``), and end now if the parent ``parent`` is gone already."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def serve(
     requests_fd: int,
     replies_fd: int,
@@ -56,6 +71,10 @@ def serve(
 ) -> None:
     """The zygote's loop: self-check once, then fork one process per job until the pytest
     process closes the pipe."""
+    # the pytest process's handlers (an interrupt raised here, SIGTERM as an interrupt) are not
+    # ours: the pytest process ends this process group when it stops
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     replies = os.fdopen(replies_fd, "w", encoding="utf-8", buffering=1)
     requests = os.fdopen(requests_fd, "r", encoding="utf-8")
     _detach_output()
@@ -102,19 +121,22 @@ def _wait_all(pids: list[int]) -> dict[str, Any]:
 
 def _detach_output() -> None:
     """Nothing from the zygote or its children may reach the user's terminal or the pytest
-    process's capture files."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    os.dup2(devnull, 2)
+    process's capture files, nor read from the terminal (which stops a process outside its
+    foreground process group)."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
     os.close(devnull)
 
 
 def _probe(probe: Callable[[], None]) -> str | None:
     """Run ``probe`` in a forked child: a hang means the zygote inherited a thread pool that
     forked children cannot use."""
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:
         try:
+            die_with_parent(parent)
             probe()
         except BaseException:
             os._exit(1)
@@ -159,8 +181,10 @@ def _shuffle_address_space() -> list[object]:
 
 
 def _fork_child(job: Job, run_child: Callable[[Job], None], pipes: tuple[int, int]) -> int:
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:
+        die_with_parent(parent)
         for fd in pipes:
             os.close(fd)
         _layout = _shuffle_address_space()
