@@ -266,6 +266,7 @@ FLAGS = ObjectOf(
     Field("matmul_tf32", Nullable(BOOL)),
     Field("matmul_precision", STR),
     Field("deterministic_algorithms", BOOL),
+    optional("fp32_precision", MapOf(STR), {}),
 )
 COMPILER_STACK = ObjectOf(
     CompilerStack,

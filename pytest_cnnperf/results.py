@@ -218,10 +218,17 @@ class Flags:
     """The global switches that change how fast the same code runs."""
 
     cudnn_mode: str | None
+    #: whether cuDNN convolutions and cuBLAS matmuls may use TF32 (CUDA runs), whichever API
+    #: set it
     cudnn_tf32: bool | None
     matmul_tf32: bool | None
+    #: ``torch.get_float32_matmul_precision()``; ``mixed`` where torch >= 2.9 refuses to say
+    #: (the legacy and new APIs were mixed: ``fp32_precision`` then says what is in force)
     matmul_precision: str
     deterministic_algorithms: bool
+    #: torch >= 2.9: the ``fp32_precision`` flags that are set (not ``none``), by backend and
+    #: operator (``cuda.matmul``, ``cudnn.conv``, ``mkldnn``, ...); empty before 2.9
+    fp32_precision: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

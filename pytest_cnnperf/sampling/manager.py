@@ -95,7 +95,7 @@ class InProcessSampler:
                 f"here ({self.reason or 'measuring in-process'}); its ranks run in processes of "
                 "their own"
             )
-        with torchstate.preserved():
+        with torchstate.preserved(self.device):
             try:
                 workload = target.build(self.device, 1)
                 return [
