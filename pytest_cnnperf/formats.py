@@ -266,7 +266,7 @@ FLAGS = ObjectOf(
     Field("matmul_tf32", Nullable(BOOL)),
     Field("matmul_precision", STR),
     Field("deterministic_algorithms", BOOL),
-    optional("fp32_precision", MapOf(STR), {}),
+    extension("fp32_precision", MapOf(STR), {}),
 )
 COMPILER_STACK = ObjectOf(
     CompilerStack,
@@ -370,6 +370,7 @@ SAMPLE = ObjectOf(
     optional("single_rank_step_s", POSITIVE),
     optional("cpu_contention", NONNEGATIVE),
     extension("compilation", COMPILATION),
+    extension("calibration_unit", STR),
 )
 MEASUREMENT = ObjectOf(
     Measurement,
@@ -455,6 +456,7 @@ ENTRY = ObjectOf(
     Field("items_per_step", POSITIVE_INT),
     Field("step_time_s", ListOf(POSITIVE, nonempty=True)),
     optional("calibration_s", ListOf(POSITIVE), ()),
+    extension("calibration_unit", STR),
     optional("peak_allocated_bytes", ListOf(COUNT), ()),
     optional("peak_reserved_bytes", COUNT),
     optional("memory_source", STR),

@@ -211,6 +211,20 @@ class Sample(TimedSteps):
     cpu_contention: float | None = None
     #: compiled benchmarks: what compiling did
     compilation: Compilation | None = None
+    #: which calibration workload ``calibration_s`` timed (``measuring.calibration``)
+    calibration_unit: str | None = None
+
+
+#: the CPU's calibration workload (unchanged since before units had ids)
+CPU_CALIBRATION_UNIT = "cpu-convnet-v1"
+#: the calibration unit of samples and baselines recorded before units had ids, by device type:
+#: on CUDA, four fp16 products of 2048², which mostly timed kernel launches on a large GPU
+UNSTAMPED_CALIBRATION_UNITS = {"cpu": CPU_CALIBRATION_UNIT, "cuda": "cuda-mm-fp16-2048x4"}
+
+
+def calibration_unit(stamped: str | None, device: str) -> str:
+    """The calibration unit of a sample or baseline on ``device`` (``cpu``, ``cuda:0``)."""
+    return stamped or UNSTAMPED_CALIBRATION_UNITS.get(device.split(":")[0], "unknown")
 
 
 @dataclass(frozen=True)
@@ -393,6 +407,11 @@ class Measurement:
         return tuple(s.calibration_s for s in self.samples if s.calibration_s is not None)
 
     @property
+    def calibration_unit(self) -> str | None:
+        """The calibration workload's id as the samples recorded it (``None``: unstamped)."""
+        return next((s.calibration_unit for s in self.samples if s.calibration_unit), None)
+
+    @property
     def peak_allocated_bytes(self) -> int | None:
         values = [s.memory.allocated_bytes for s in self.samples if s.memory]
         return int(statistics.median(values)) if values else None
@@ -554,6 +573,15 @@ class MachineDrift:
 
 
 @dataclass(frozen=True)
+class CalibrationChanged:
+    """The calibration workload is another than the baseline's (a new version of the plugin
+    sized it anew), so its times say nothing about the machine's speed: compared as measured."""
+
+    baseline_unit: str
+    current_unit: str
+
+
+@dataclass(frozen=True)
 class SoftwareChanged:
     """The software changed since the baseline, so times were compared as measured too."""
 
@@ -643,6 +671,7 @@ class Remark:
 Reason = (
     NoBaseline
     | MachineDrift
+    | CalibrationChanged
     | SoftwareChanged
     | Disturbed
     | UntrustworthyGpu
@@ -714,6 +743,8 @@ class BaselineEntry:
     items_per_step: int
     step_time_s: tuple[float, ...]
     calibration_s: tuple[float, ...] = ()
+    #: the calibration workload's id (``None`` in baselines recorded before units had ids)
+    calibration_unit: str | None = None
     peak_allocated_bytes: tuple[int, ...] = ()
     peak_reserved_bytes: int | None = None
     memory_source: str | None = None
@@ -737,6 +768,7 @@ class BaselineEntry:
             items_per_step=m.items_per_step,
             step_time_s=m.step_times,
             calibration_s=m.calibrations,
+            calibration_unit=m.calibration_unit,
             peak_allocated_bytes=tuple(s.memory.allocated_bytes for s in m.samples if s.memory),
             peak_reserved_bytes=m.peak_reserved_bytes,
             memory_source=m.memory_source,

@@ -59,7 +59,9 @@ def take_sample(
         cpu_contention = cpuload.contention(cpu_before, cpuload.snapshot(), _threads())
     if monitor:
         readings.append(monitor.read())
-    calibration_s = calibration.calibrate(device, clock) if plan.calibrate else None
+    calibration_s, calibration_unit = (
+        calibration.calibrate(device, clock) if plan.calibrate else (None, None)
+    )
     peak = None
     if memory_pass and cuda:
         peak = memory.cuda_peak(workload, device, policy.memory_steps)
@@ -74,6 +76,7 @@ def take_sample(
         in_process=in_process,
         cpu_contention=cpu_contention,
         compilation=compilation,
+        calibration_unit=calibration_unit,
     )
     driver = monitor.driver_version() if monitor else None
     env = environment.capture(device, plan.machine, driver)
