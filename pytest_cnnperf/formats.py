@@ -333,8 +333,9 @@ HEALTH = ObjectOf(
     Field("power_w", Nullable(FLOAT)),
     Field("power_limit_w", Nullable(FLOAT)),
     Field("clock_event_reasons", ListOf(STR)),
-    Field("other_processes", ListOf(INT)),
+    Field("other_processes", Nullable(ListOf(INT))),
     Field("problems", ListOf(STR)),
+    extension("throttled", MapOf(NONNEGATIVE), {}),
 )
 GRAPH_BREAK = ObjectOf(
     GraphBreak,

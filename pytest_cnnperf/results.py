@@ -93,8 +93,13 @@ class DeviceHealth:
     power_w: float | None
     power_limit_w: float | None
     clock_event_reasons: tuple[str, ...]
-    other_processes: tuple[int, ...]
+    #: pids of other processes with a context on the GPU; ``None`` where NVML cannot tell (in
+    #: a container with its own pid namespace it lists host pids, ours among them unrecognised)
+    other_processes: tuple[int, ...] | None
     problems: tuple[str, ...]
+    #: fraction of the measurement the GPU's clocks were held back, by cause (``power``,
+    #: ``thermal``, ...), from NVML's cumulative violation counters
+    throttled: dict[str, float] = field(default_factory=dict)
 
     @property
     def trustworthy(self) -> bool:

@@ -144,3 +144,159 @@ def test_the_cpu_calibration_has_the_unit_of_unstamped_baselines() -> None:
     seconds, unit = calibration.calibrate(torch.device("cpu"), CpuClock())
     assert seconds > 0
     assert unit == UNSTAMPED_CALIBRATION_UNITS["cpu"]
+
+
+# ---- NVML: processes, throttling counters, the driver ----
+
+
+def fake_nvml(pids: list[int], violations: dict[int, int] | None = None) -> Any:
+    """``pynvml`` as far as a reading uses it: a process list, violation counters (ns) by policy,
+    and nothing else (every other call raises, as on a restricted driver)."""
+
+    def missing(*args: Any) -> Any:
+        raise RuntimeError("NVMLError_NotSupported")
+
+    def violation(handle: Any, policy: int) -> Any:
+        if violations is None or policy not in violations:
+            raise RuntimeError("NVMLError_NotSupported")
+        return SimpleNamespace(referenceTime=0, violationTime=violations[policy])
+
+    return SimpleNamespace(
+        nvmlDeviceGetComputeRunningProcesses=lambda h: [SimpleNamespace(pid=p) for p in pids],
+        nvmlDeviceGetViolationStatus=violation,
+        NVML_PERF_POLICY_POWER=0,
+        NVML_PERF_POLICY_THERMAL=1,
+        NVML_CLOCK_SM=0,
+        NVML_CLOCK_MEM=2,
+        NVML_TEMPERATURE_GPU=0,
+        nvmlDeviceGetCurrentClocksEventReasons=missing,
+        nvmlDeviceGetCurrentClocksThrottleReasons=missing,
+        nvmlDeviceGetPowerUsage=missing,
+        nvmlDeviceGetEnforcedPowerLimit=missing,
+        nvmlDeviceGetClockInfo=missing,
+        nvmlDeviceGetMaxClockInfo=missing,
+        nvmlDeviceGetTemperature=missing,
+        nvmlSystemGetDriverVersion=missing,
+    )
+
+
+def test_our_own_processes_are_not_others_on_the_gpu() -> None:
+    """The pytest process that asked for the sample and the other ranks of a data-parallel step
+    hold contexts too; only a stranger is a problem."""
+    import os
+
+    from pytest_cnnperf.measuring import nvml
+
+    ours = frozenset({11, 12, 13})  # the pytest process and two sibling ranks
+    monitor = nvml.GpuMonitor(fake_nvml([os.getpid(), 11, 12, 13]), "handle", ours)
+    health = nvml.assess([monitor.read(), monitor.read()])
+    assert health is not None
+    assert health.other_processes == ()
+    assert health.problems == ()
+    stranger = nvml.GpuMonitor(fake_nvml([os.getpid(), 11, 4242]), "handle", ours)
+    health = nvml.assess([stranger.read()])
+    assert health is not None
+    assert health.other_processes == (4242,)
+    assert health.problems == ("1 other process(es) used the GPU (pids 4242)",)
+
+
+def test_in_a_pid_namespace_other_processes_are_unknown_not_a_false_alarm() -> None:
+    """In a container NVML lists host pids: this process's own pid is not among them, so none
+    of them can be told apart from ours."""
+    from pytest_cnnperf.measuring import nvml
+
+    monitor = nvml.GpuMonitor(fake_nvml([981234, 981240]), "handle", frozenset({1}))
+    health = nvml.assess([monitor.read(), monitor.read()])
+    assert health is not None
+    assert health.other_processes is None
+    assert health.problems == ()
+
+
+def test_throttling_comes_from_the_cumulative_counters_over_the_whole_window() -> None:
+    """Thermal violations for 0.2 s of a 1 s window: a problem, whatever the instant reason
+    bits said at either end; at the power cap for half of it: reported, normal under load."""
+    from pytest_cnnperf.measuring import nvml
+    from pytest_cnnperf.results import DeviceHealth
+
+    def reading(at: float, power_ns: int, thermal_ns: int) -> nvml.Reading:
+        health = DeviceHealth(None, None, None, None, None, None, (), (), ())
+        return nvml.Reading(0, health, {"power": power_ns, "thermal": thermal_ns}, at)
+
+    health = nvml.assess(
+        [reading(10.0, 5_000_000_000, 7), reading(11.0, 5_500_000_000, 200_000_007)]
+    )
+    assert health is not None
+    assert health.throttled == pytest.approx({"power": 0.5, "thermal": 0.2})
+    assert health.problems == (
+        "GPU clocks were held back for part of the measurement (thermal 20%)",
+    )
+    quiet = nvml.assess([reading(10.0, 0, 0), reading(11.0, 900_000_000, 0)])
+    assert quiet is not None
+    assert quiet.problems == ()
+
+
+def test_a_driver_without_violation_counters_gives_no_throttling_figures() -> None:
+    import os
+
+    from pytest_cnnperf.measuring import nvml
+
+    monitor = nvml.GpuMonitor(fake_nvml([os.getpid()], violations=None), "handle")
+    assert monitor.counters() == {}
+    counted = nvml.GpuMonitor(fake_nvml([os.getpid()], violations={0: 5, 1: 6}), "handle")
+    assert counted.counters() == {"power": 5, "thermal": 6}
+    health = nvml.assess([monitor.read(), monitor.read()])
+    assert health is not None
+    assert health.throttled == {}
+    assert health.problems == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "version"),
+    [
+        (
+            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n",
+            "550.54.15",
+        ),
+        (
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.03  Release Build\n",
+            "580.159.03",
+        ),
+        ("something else\n", None),
+    ],
+)
+def test_without_nvml_the_driver_comes_from_the_kernel_module(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, text: str, version: str | None
+) -> None:
+    from pytest_cnnperf.measuring import nvml
+
+    path = tmp_path / "version"
+    path.write_text(text)
+    monkeypatch.setattr(nvml, "DRIVER_VERSION_FILE", path)
+    assert nvml.driver_version(None) == version
+    monkeypatch.setattr(nvml, "DRIVER_VERSION_FILE", tmp_path / "missing")
+    assert nvml.driver_version(None) is None
+
+
+def test_a_mig_instance_is_found_by_its_mig_uuid(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch gives a device's uuid without a prefix; NVML knows a MIG instance as MIG-<uuid>."""
+    import sys
+
+    from pytest_cnnperf.measuring import nvml
+
+    known = {"MIG-1234": "mig handle"}
+
+    def by_uuid(name: str) -> str:
+        if name not in known:
+            raise RuntimeError("NVMLError_NotFound")
+        return known[name]
+
+    fake = SimpleNamespace(nvmlInit=lambda: None, nvmlDeviceGetHandleByUUID=by_uuid)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda index: SimpleNamespace(uuid="1234")
+    )
+    monitor = nvml.GpuMonitor.open(0)
+    assert monitor is not None
+    assert monitor._handle == "mig handle"
+    known.clear()
+    assert nvml.GpuMonitor.open(0) is None
