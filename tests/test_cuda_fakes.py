@@ -5,6 +5,7 @@ fork probe. ``tests/test_cuda.py`` runs the same path on a real GPU."""
 from __future__ import annotations
 
 import itertools
+import os
 from types import SimpleNamespace
 from typing import Any
 
@@ -183,7 +184,6 @@ def fake_nvml(pids: list[int], violations: dict[int, int] | None = None) -> Any:
 def test_our_own_processes_are_not_others_on_the_gpu() -> None:
     """The pytest process that asked for the sample and the other ranks of a data-parallel step
     hold contexts too; only a stranger is a problem."""
-    import os
 
     from pytest_cnnperf.measuring import nvml
 
@@ -236,8 +236,6 @@ def test_throttling_comes_from_the_cumulative_counters_over_the_whole_window() -
 
 
 def test_a_driver_without_violation_counters_gives_no_throttling_figures() -> None:
-    import os
-
     from pytest_cnnperf.measuring import nvml
 
     monitor = nvml.GpuMonitor(fake_nvml([os.getpid()], violations=None), "handle")
@@ -300,3 +298,68 @@ def test_a_mig_instance_is_found_by_its_mig_uuid(monkeypatch: pytest.MonkeyPatch
     assert monitor._handle == "mig handle"
     known.clear()
     assert nvml.GpuMonitor.open(0) is None
+
+
+# ---- counting and pinning GPUs ----
+
+
+def test_gpus_are_counted_through_nvml_without_starting_cuda(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``torch.cuda.device_count()`` starts the driver when NVML cannot tell (which poisons
+    every process forked afterwards); the count never goes that way."""
+    from pytest_cnnperf.measuring import device
+
+    def forbidden() -> int:
+        raise AssertionError("cudaGetDeviceCount would initialise the driver")
+
+    monkeypatch.setattr(torch.backends.cuda, "is_built", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", forbidden)
+    monkeypatch.setattr(torch._C, "_cuda_getDeviceCount", forbidden, raising=False)
+    monkeypatch.setattr(torch.cuda, "_device_count_nvml", lambda: 3)
+    assert device.cuda_device_count() == 3
+    monkeypatch.setattr(torch.cuda, "_device_count_nvml", lambda: -1)
+    monkeypatch.setattr(device, "_driver_present", lambda: False)
+    assert device.cuda_device_count() == 0
+
+
+def test_where_nvml_cannot_tell_a_throw_away_process_counts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pytest_cnnperf.measuring import device
+
+    monkeypatch.setattr(torch.backends.cuda, "is_built", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(torch.cuda, "_device_count_nvml", lambda: -1)
+    monkeypatch.setattr(device, "_driver_present", lambda: True)
+    ran: list[list[str]] = []
+
+    def run(command: list[str], **kwargs: Any) -> Any:
+        ran.append(command)
+        return SimpleNamespace(stdout="some warning\n2\n")
+
+    monkeypatch.setattr(device.subprocess, "run", run)
+    assert device.cuda_device_count() == 2
+    assert len(ran) == 1
+    assert "torch.cuda.device_count()" in ran[0][-1]
+
+
+def test_an_xdist_worker_pins_its_gpu_before_counting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The count sees the pinned list (and the driver reads it only then); on a machine without
+    a GPU the variable is left as it was."""
+    from pytest_cnnperf import workers
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6")
+    seen: list[str | None] = []
+
+    def count() -> int:
+        seen.append(os.environ.get("CUDA_VISIBLE_DEVICES"))
+        return 1
+
+    assert workers.pin_worker_gpu(1, count) == 1
+    assert seen == ["5"]
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "5"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert workers.pin_worker_gpu(1, lambda: 0) == 0
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ
