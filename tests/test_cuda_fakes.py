@@ -363,3 +363,47 @@ def test_an_xdist_worker_pins_its_gpu_before_counting(monkeypatch: pytest.Monkey
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert workers.pin_worker_gpu(1, lambda: 0) == 0
     assert "CUDA_VISIBLE_DEVICES" not in os.environ
+
+
+# ---- which device is current ----
+
+
+def test_a_sample_process_makes_the_measured_gpu_current_before_the_test_runs() -> None:
+    """``--cnnperf-device=cuda:2``: the sample process works on GPU 2 from the start; a rank of
+    a data-parallel step on its own GPU (never GPU 0 first); nothing on the CPU."""
+    from pytest_cnnperf.sampling.child import current_device
+    from pytest_cnnperf.sampling.messages import Job, Site
+
+    def job(rank: int = 0, world_size: int = 1) -> Job:
+        return Job(Site("t.py::t", "t.py", 0, "k"), (), "out", rank=rank, world_size=world_size)
+
+    assert current_device(torch.device("cuda", 2), job()) == torch.device("cuda", 2)
+    assert current_device(torch.device("cuda", 0), job(1, 2)) == torch.device("cuda", 1)
+    assert current_device(torch.device("cpu"), job()) is None
+
+
+def test_in_process_samples_run_with_the_measured_gpu_current(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--cnnperf-inprocess --cnnperf-device=cuda:1``: the benchmark runs with GPU 1 current,
+    and the device current before it is current again afterwards."""
+    import contextlib
+
+    from pytest_cnnperf.measuring import torchstate
+
+    entered: list[Any] = []
+
+    @contextlib.contextmanager
+    def device(which: Any) -> Any:
+        entered.append(("enter", which))
+        yield
+        entered.append(("exit", which))
+
+    monkeypatch.setattr(torch.cuda, "device", device)
+    with torchstate.preserved(DEVICE):
+        assert entered == [("enter", DEVICE)]
+    assert entered == [("enter", DEVICE), ("exit", DEVICE)]
+    entered.clear()
+    with torchstate.preserved(torch.device("cpu")):
+        pass
+    assert entered == []

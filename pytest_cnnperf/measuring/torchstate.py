@@ -206,12 +206,20 @@ def release_cuda_memory(torch: Any, device: Any) -> None:
 
 @contextlib.contextmanager
 def preserved(device: Any = None) -> Iterator[TorchState]:
-    """Restore the global torch state on exit, and release cached CUDA memory of ``device``."""
+    """Restore the global torch state on exit, and release cached CUDA memory of ``device``.
+    A CUDA ``device`` is the current device meanwhile (the benchmark's own CUDA calls without a
+    device, and its streams, then belong to the measured GPU), and the one before it afterwards."""
     import torch
 
     state = TorchState.capture()
+    current = (
+        torch.cuda.device(device)
+        if getattr(device, "type", None) == "cuda"
+        else contextlib.nullcontext()
+    )
     try:
-        yield state
+        with current:
+            yield state
     finally:
         state.restore()
         gc.collect()
