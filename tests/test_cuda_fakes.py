@@ -407,3 +407,83 @@ def test_in_process_samples_run_with_the_measured_gpu_current(
     with torchstate.preserved(torch.device("cpu")):
         pass
     assert entered == []
+
+
+# ---- the fork probe ----
+
+
+def test_the_probe_tells_a_hung_thread_pool_from_slow_cuda_start_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The 5 s limit is for the CPU part alone: starting CUDA (seconds without persistence
+    mode) has its own, and each timeout names its own cause."""
+    import time
+
+    from pytest_cnnperf.sampling import zygote
+
+    monkeypatch.setattr(zygote, "PROBE_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(zygote, "CUDA_PROBE_TIMEOUT_S", 0.6)
+    assert zygote._probe(lambda done: done()) is None
+
+    def slow_cuda(done: Any) -> None:
+        done()
+        time.sleep(0.5)  # past the CPU part's limit, within CUDA's
+
+    assert zygote._probe(slow_cuda) is None
+
+    def hung_cuda(done: Any) -> None:
+        done()
+        time.sleep(30)
+
+    message = zygote._probe(hung_cuda)
+    assert message is not None
+    assert message.startswith("a forked process could not start CUDA within 1 s")
+
+    message = zygote._probe(lambda done: time.sleep(30))
+    assert message is not None
+    assert message.startswith("a forked process hung in torch's thread pool")
+
+    def failing(done: Any) -> None:
+        done()
+        raise RuntimeError("CUDA error: out of memory")
+
+    assert zygote._probe(failing) == (
+        "starting CUDA failed in a forked process: RuntimeError: CUDA error: out of memory"
+    )
+
+
+POISONING_CONFTEST = """
+import torch
+
+torch.cuda.is_available()
+"""
+
+
+@pytest.mark.skipif(not torch.backends.cuda.is_built(), reason="needs a CUDA build of torch")
+@pytest.mark.parametrize("poisoned", [True, False])
+def test_cuda_initialised_before_the_session_is_named_with_the_fix(
+    tmp_path: Any, poisoned: bool
+) -> None:
+    """``torch.cuda.is_available()`` in a conftest registers torch's fork handler: a forked
+    process cannot use CUDA, whether or not a driver is there. The probe says exactly that, and
+    what to do; without it, CUDA's own error comes through (here: no driver)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "probe.py"
+    script.write_text(
+        (POISONING_CONFTEST if poisoned else "import torch\n")
+        + "from pytest_cnnperf.sampling import zygote\n"
+        + "print(zygote._probe(lambda done: zygote.probe_torch('cuda:0', done)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=True
+    )
+    from pytest_cnnperf.sampling.zygote import POISONED
+
+    if poisoned:
+        assert done.stdout.strip() == POISONED
+        assert "torch.cuda.is_available()" in POISONED
+        assert "PYTORCH_NVML_BASED_CUDA_CHECK=1" in POISONED
+    else:
+        assert done.stdout.startswith("starting CUDA failed in a forked process: ")

@@ -44,7 +44,13 @@ from .messages import (
     describe_error,
     read_report,
 )
-from .zygote import PROBE_TIMEOUT_S, probe_torch, quiet_fork_warning, serve
+from .zygote import (
+    CUDA_PROBE_TIMEOUT_S,
+    PROBE_TIMEOUT_S,
+    probe_torch,
+    quiet_fork_warning,
+    serve,
+)
 
 
 @dataclass(frozen=True)
@@ -162,7 +168,7 @@ class Zygote:
     def wait_ready(self) -> bool:
         """Wait for the zygote's self-check; ``False`` (with ``unusable`` set) if it failed."""
         if self._ready is None:
-            message = self._receive(timeout=PROBE_TIMEOUT_S + 120)
+            message = self._receive(timeout=PROBE_TIMEOUT_S + CUDA_PROBE_TIMEOUT_S + 120)
             if message is None:
                 self.unusable = "the sample-process server did not start in time"
                 self._ready = False
@@ -310,7 +316,7 @@ class Sampling:
         device = self.device
 
         def serve_(requests: int, replies: int) -> None:
-            serve(requests, replies, lambda: probe_torch(device), run_child)
+            serve(requests, replies, lambda done: probe_torch(device, done), run_child)
 
         self.zygote = Zygote.fork(serve_)
         return None
