@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from . import units
 from .results import (
     BenchmarkResult,
+    CalibrationChanged,
     Comparison,
     CompileComparison,
     CudaGraphsSkipped,
@@ -345,6 +346,13 @@ def reason_text(reason: Reason) -> str:
         )
     if isinstance(reason, SoftwareChanged):
         return "software changed, so times are also compared as measured, without calibration"
+    if isinstance(reason, CalibrationChanged):
+        return (
+            f"the calibration workload changed since the baseline was recorded "
+            f"({reason.baseline_unit} -> {reason.current_unit}), so the machine's speed is not "
+            "allowed for: throughput compared as measured; record the baseline again "
+            "(--cnnperf-save) to compare allowing for it"
+        )
     if isinstance(reason, Disturbed):
         return _disturbed(reason)
     if isinstance(reason, UntrustworthyGpu):

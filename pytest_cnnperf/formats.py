@@ -274,6 +274,7 @@ FLAGS = ObjectOf(
     Field("matmul_tf32", Nullable(BOOL)),
     Field("matmul_precision", STR),
     Field("deterministic_algorithms", BOOL),
+    extension("fp32_precision", MapOf(STR), {}),
 )
 COMPILER_STACK = ObjectOf(
     CompilerStack,
@@ -340,8 +341,9 @@ HEALTH = ObjectOf(
     Field("power_w", Nullable(FLOAT)),
     Field("power_limit_w", Nullable(FLOAT)),
     Field("clock_event_reasons", ListOf(STR)),
-    Field("other_processes", ListOf(INT)),
+    Field("other_processes", Nullable(ListOf(INT))),
     Field("problems", ListOf(STR)),
+    extension("throttled", MapOf(NONNEGATIVE), {}),
 )
 GRAPH_BREAK = ObjectOf(
     GraphBreak,
@@ -377,6 +379,7 @@ SAMPLE = ObjectOf(
     optional("single_rank_step_s", POSITIVE),
     optional("cpu_contention", NONNEGATIVE),
     extension("compilation", COMPILATION),
+    extension("calibration_unit", STR),
 )
 MEASUREMENT = ObjectOf(
     Measurement,
@@ -462,6 +465,7 @@ ENTRY = ObjectOf(
     Field("items_per_step", POSITIVE_INT),
     Field("step_time_s", ListOf(POSITIVE, nonempty=True)),
     optional("calibration_s", ListOf(POSITIVE), ()),
+    extension("calibration_unit", STR),
     optional("peak_allocated_bytes", ListOf(COUNT), ()),
     optional("peak_reserved_bytes", COUNT),
     optional("memory_source", STR),

@@ -17,8 +17,10 @@ anywhere from none of it to more than twice it), so the current step times are c
 ``m``; anything else is inconclusive. On a machine as fast as when the baseline was taken the
 three agree; the further it drifted, the clearer a change must be. The change reported is the one
 after dividing by ``m``, or as measured when the software differs (a torch, CUDA, cuDNN or driver
-upgrade may have changed the calibration itself). A regression measured while the GPU reported
-throttling or other processes is inconclusive too.
+upgrade may have changed the calibration itself). Where the calibration workload itself is another
+than the baseline's (its id differs: a new version of the plugin sized it anew), its times are not
+compared at all: throughput is compared as measured, with a note. A regression measured while the
+GPU reported throttling or other processes is inconclusive too.
 
 The machine's neighbours. A sample shows that something else ran during it when its calibration
 was far slower than the run's others, or its threads were denied a tenth of a core or more by
@@ -48,6 +50,7 @@ from . import stats
 from .policy import GatePolicy
 from .results import (
     BaselineEntry,
+    CalibrationChanged,
     Comparison,
     CompileComparison,
     CudaGraphsSkipped,
@@ -67,6 +70,7 @@ from .results import (
     Spread,
     UntrustworthyGpu,
     Verdict,
+    calibration_unit,
 )
 
 
@@ -194,9 +198,24 @@ def mostly(count: int, total: int) -> bool:
     return count * 3 >= total
 
 
-def machine_ratio(measurement: Measurement, baseline: BaselineEntry) -> float | None:
-    """Calibration time now / in the baseline: above 1, the machine runs slower than it did."""
+def calibration_change(
+    measurement: Measurement, baseline: BaselineEntry
+) -> CalibrationChanged | None:
+    """The calibration units of the two sides, where both timed one and the units differ."""
     if not baseline.calibration_s or not measurement.calibrations:
+        return None
+    device = baseline.environment.device
+    before = calibration_unit(baseline.calibration_unit, device)
+    now = calibration_unit(measurement.calibration_unit, device)
+    return CalibrationChanged(before, now) if before != now else None
+
+
+def machine_ratio(measurement: Measurement, baseline: BaselineEntry) -> float | None:
+    """Calibration time now / in the baseline: above 1, the machine runs slower than it did;
+    ``None`` where either side has none, or they timed different calibration units."""
+    if not baseline.calibration_s or not measurement.calibrations:
+        return None
+    if calibration_change(measurement, baseline) is not None:
         return None
     return stats.median(measurement.calibrations) / stats.median(baseline.calibration_s)
 
@@ -247,6 +266,9 @@ def _judge_throughput(
         reasons.append(MachineDrift(ratio, verdicts if split else None))
     if software_changed and ratio is not None:
         reasons.append(SoftwareChanged())
+    changed = calibration_change(measurement, baseline)
+    if changed is not None:
+        reasons.append(changed)
     flags = disturbed(measurement)
     quiet = [t for t, flag in zip(measurement.step_times, flags, strict=True) if not flag]
     count, total = sum(flags), len(flags)

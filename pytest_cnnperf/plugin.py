@@ -59,8 +59,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     requested = configuration.resolve("cpu")
     slot = workers.worker_slot(config)
-    if slot and requested[settings.DEVICE].kind != "cpu" and device.cuda_device_count() > 0:
-        workers.pin_gpu(slot[0])  # before anything initialises CUDA
+    if slot and requested[settings.DEVICE].kind != "cpu":
+        workers.pin_worker_gpu(slot[0], device.cuda_device_count)  # before anything counts
     registry = ModelRegistry()
     config.hook.pytest_cnnperf_register_models(registry=registry)
     try:

@@ -93,8 +93,13 @@ class DeviceHealth:
     power_w: float | None
     power_limit_w: float | None
     clock_event_reasons: tuple[str, ...]
-    other_processes: tuple[int, ...]
+    #: pids of other processes with a context on the GPU; ``None`` where NVML cannot tell (in
+    #: a container with its own pid namespace it lists host pids, ours among them unrecognised)
+    other_processes: tuple[int, ...] | None
     problems: tuple[str, ...]
+    #: fraction of the measurement the GPU's clocks were held back, by cause (``power``,
+    #: ``thermal``, ...), from NVML's cumulative violation counters
+    throttled: dict[str, float] = field(default_factory=dict)
 
     @property
     def trustworthy(self) -> bool:
@@ -211,6 +216,20 @@ class Sample(TimedSteps):
     cpu_contention: float | None = None
     #: compiled benchmarks: what compiling did
     compilation: Compilation | None = None
+    #: which calibration workload ``calibration_s`` timed (``measuring.calibration``)
+    calibration_unit: str | None = None
+
+
+#: the CPU's calibration workload (unchanged since before units had ids)
+CPU_CALIBRATION_UNIT = "cpu-convnet-v1"
+#: the calibration unit of samples and baselines recorded before units had ids, by device type:
+#: on CUDA, four fp16 products of 2048², which mostly timed kernel launches on a large GPU
+UNSTAMPED_CALIBRATION_UNITS = {"cpu": CPU_CALIBRATION_UNIT, "cuda": "cuda-mm-fp16-2048x4"}
+
+
+def calibration_unit(stamped: str | None, device: str) -> str:
+    """The calibration unit of a sample or baseline on ``device`` (``cpu``, ``cuda:0``)."""
+    return stamped or UNSTAMPED_CALIBRATION_UNITS.get(device.split(":")[0], "unknown")
 
 
 @dataclass(frozen=True)
@@ -218,10 +237,17 @@ class Flags:
     """The global switches that change how fast the same code runs."""
 
     cudnn_mode: str | None
+    #: whether cuDNN convolutions and cuBLAS matmuls may use TF32 (CUDA runs), whichever API
+    #: set it
     cudnn_tf32: bool | None
     matmul_tf32: bool | None
+    #: ``torch.get_float32_matmul_precision()``; ``mixed`` where torch >= 2.9 refuses to say
+    #: (the legacy and new APIs were mixed: ``fp32_precision`` then says what is in force)
     matmul_precision: str
     deterministic_algorithms: bool
+    #: torch >= 2.9: the ``fp32_precision`` flags that are set (not ``none``), by backend and
+    #: operator (``cuda.matmul``, ``cudnn.conv``, ``mkldnn``, ...); empty before 2.9
+    fp32_precision: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -386,6 +412,11 @@ class Measurement:
         return tuple(s.calibration_s for s in self.samples if s.calibration_s is not None)
 
     @property
+    def calibration_unit(self) -> str | None:
+        """The calibration workload's id as the samples recorded it (``None``: unstamped)."""
+        return next((s.calibration_unit for s in self.samples if s.calibration_unit), None)
+
+    @property
     def peak_allocated_bytes(self) -> int | None:
         values = [s.memory.allocated_bytes for s in self.samples if s.memory]
         return int(statistics.median(values)) if values else None
@@ -547,6 +578,15 @@ class MachineDrift:
 
 
 @dataclass(frozen=True)
+class CalibrationChanged:
+    """The calibration workload is another than the baseline's (a new version of the plugin
+    sized it anew), so its times say nothing about the machine's speed: compared as measured."""
+
+    baseline_unit: str
+    current_unit: str
+
+
+@dataclass(frozen=True)
 class SoftwareChanged:
     """The software changed since the baseline, so times were compared as measured too."""
 
@@ -636,6 +676,7 @@ class Remark:
 Reason = (
     NoBaseline
     | MachineDrift
+    | CalibrationChanged
     | SoftwareChanged
     | Disturbed
     | UntrustworthyGpu
@@ -707,6 +748,8 @@ class BaselineEntry:
     items_per_step: int
     step_time_s: tuple[float, ...]
     calibration_s: tuple[float, ...] = ()
+    #: the calibration workload's id (``None`` in baselines recorded before units had ids)
+    calibration_unit: str | None = None
     peak_allocated_bytes: tuple[int, ...] = ()
     peak_reserved_bytes: int | None = None
     memory_source: str | None = None
@@ -730,6 +773,7 @@ class BaselineEntry:
             items_per_step=m.items_per_step,
             step_time_s=m.step_times,
             calibration_s=m.calibrations,
+            calibration_unit=m.calibration_unit,
             peak_allocated_bytes=tuple(s.memory.allocated_bytes for s in m.samples if s.memory),
             peak_reserved_bytes=m.peak_reserved_bytes,
             memory_source=m.memory_source,

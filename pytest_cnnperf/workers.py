@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
@@ -67,6 +68,21 @@ def pin_gpu(index: int) -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = choices[index % len(choices)]
     else:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(index)
+
+
+def pin_worker_gpu(index: int, count_gpus: Callable[[], int]) -> int:
+    """Pin the worker's GPU before anything counts or initialises CUDA, then count what it sees;
+    where no GPU is visible (a machine without one), leave ``CUDA_VISIBLE_DEVICES`` as it was.
+    Returns the GPUs the worker sees."""
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    pin_gpu(index)
+    count = count_gpus()
+    if count == 0:
+        if before is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = before
+    return count
 
 
 def share_threads(count: int) -> str:

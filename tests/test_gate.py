@@ -329,3 +329,44 @@ def test_throughput_is_reported_in_items_per_second() -> None:
     decision = gate.decide(measurement(times(6, 0.040, seed=2)), ENV, BASE, SETTINGS)
     assert decision.throughput is not None
     assert decision.throughput.baseline == pytest.approx(8 / 0.040, rel=0.05)
+
+
+def test_a_changed_calibration_unit_is_compared_as_measured_with_a_note() -> None:
+    """A CUDA baseline recorded with the old calibration unit (four 2048² products, unstamped)
+    against samples of the new one: the calibration times are not compared, so a machine that
+    seems three times slower is no reason to call a 20% slowdown ok; throughput as measured."""
+    cuda = dataclasses.replace(ENV, device="cuda:0", machine="nvidia-h200")
+    base = dataclasses.replace(baseline(times(12, 0.040, seed=1), 1e-4), environment=cuda)
+    current = measurement(times(6, 0.050, seed=2), calibration=1.6e-3)
+    current = dataclasses.replace(
+        current,
+        samples=tuple(
+            dataclasses.replace(s, calibration_unit="cuda-mm-fp16-4096x8") for s in current.samples
+        ),
+    )
+    decision = gate.decide(current, cuda, base, SETTINGS)
+    assert decision.verdict is Verdict.REGRESSED
+    assert decision.machine_speed is None
+    assert decision.throughput is not None
+    assert decision.throughput.machine_factor == 1.0
+    assert (
+        "the calibration workload changed since the baseline was recorded "
+        "(cuda-mm-fp16-2048x4 -> cuda-mm-fp16-4096x8), so the machine's speed is not allowed "
+        "for: throughput compared as measured; record the baseline again (--cnnperf-save) to "
+        "compare allowing for it"
+    ) in notes(decision)
+
+
+def test_an_unstamped_cpu_baseline_has_the_cpu_unit_of_today() -> None:
+    """The CPU's calibration did not change when units got ids: old CPU baselines still allow
+    for the machine's speed."""
+    current = measurement(times(6, 0.0424, seed=2), calibration=1.06e-3)
+    current = dataclasses.replace(
+        current,
+        samples=tuple(
+            dataclasses.replace(s, calibration_unit="cpu-convnet-v1") for s in current.samples
+        ),
+    )
+    decision = gate.decide(current, ENV, BASE, SETTINGS)
+    assert decision.machine_speed == pytest.approx(1.06)
+    assert not any("calibration workload changed" in note for note in notes(decision))

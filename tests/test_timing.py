@@ -34,6 +34,9 @@ class FakeClock:
     def seconds_between(self, start: float, end: float) -> float:
         return end - start
 
+    def reserve(self, marks: int) -> None:
+        pass
+
 
 def phases(
     clock: FakeClock, durations: Iterator[tuple[float, float, float]], queue: bool = False

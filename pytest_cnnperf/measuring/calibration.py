@@ -9,8 +9,14 @@ share their software; and when the machine ran far slower or faster than for the
 loaded runner, a throttled GPU), the gate gives no verdict at all.
 
 On the CPU the workload is a small convolutional net's training step (two convolutions, pooling,
-a linear layer, SGD); on CUDA an fp16 matrix product, which depends on the clocks and on no flag a
-benchmark varies (TF32, cuDNN mode).
+a linear layer, SGD); on CUDA fp16 matrix products of 4096², which depend on the clocks and on no
+flag a benchmark varies (TF32, cuDNN mode): one product per 16 multiprocessors (8 on an H100 or
+H200, about 1.1 TFLOP and 1.5-2 ms; 2 on a T4; 1 on a small MIG slice), so that the unit is
+milliseconds of real work and not kernel launches, on random data (constant inputs draw less power
+and hide the power throttling the unit should follow).
+
+Every unit has an id (``cpu-convnet-v1``, ``cuda-mm-fp16-4096x8``), recorded with the samples
+and the baseline: calibration times of different units are not compared (see ``gate``).
 """
 
 from __future__ import annotations
@@ -18,10 +24,16 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from ..results import CPU_CALIBRATION_UNIT
 from .timing import Clock
 
 WARMUP = 3
 REPEATS = 15
+#: the CUDA unit's matrices are N x N
+CUDA_N = 4096
+#: one product per this many streaming multiprocessors, at most CUDA_MAX_PRODUCTS
+SMS_PER_PRODUCT = 16
+CUDA_MAX_PRODUCTS = 16
 
 
 def _cpu_unit() -> Any:
@@ -50,26 +62,40 @@ def _cpu_unit() -> Any:
     return unit
 
 
-def _cuda_unit(device: Any) -> Any:
-    import torch
+def cuda_products(multiprocessors: int) -> int:
+    """How many products make one CUDA unit on a device with ``multiprocessors`` SMs."""
+    return max(1, min(CUDA_MAX_PRODUCTS, multiprocessors // SMS_PER_PRODUCT))
 
-    a = torch.full((2048, 2048), 0.5, device=device, dtype=torch.float16)
+
+def _cuda_unit(device: Any, torch: Any) -> tuple[Any, str]:
+    count = cuda_products(int(torch.cuda.get_device_properties(device).multi_processor_count))
+    generator = torch.Generator(device=device)
+    generator.manual_seed(0)
+    shape, half = (CUDA_N, CUDA_N), torch.float16
+    a = torch.randn(shape, device=device, dtype=half, generator=generator)
+    b = torch.randn(shape, device=device, dtype=half, generator=generator)
+    out = torch.empty_like(a)  # no allocator traffic inside the unit
 
     def unit() -> None:
         with torch.no_grad():
-            for _ in range(4):
-                torch.mm(a, a)
+            for _ in range(count):
+                torch.mm(a, b, out=out)
 
-    return unit
+    return unit, f"cuda-mm-fp16-{CUDA_N}x{count}"
 
 
-def calibrate(device: Any, clock: Clock) -> float:
-    """Median seconds of one unit of the reference workload on ``device``."""
-    import torch
-
+def calibrate(device: Any, clock: Clock, torch_module: Any = None) -> tuple[float, str]:
+    """Median seconds of one unit of the reference workload on ``device``, and the unit's id.
+    On CUDA the unit is timed with events on ``device``'s stream (``clock``)."""
+    if torch_module is None:
+        import torch as torch_module
+    torch = torch_module
     state = torch.get_rng_state()
     try:
-        unit = _cuda_unit(device) if device.type == "cuda" else _cpu_unit()
+        if device.type == "cuda":
+            unit, unit_id = _cuda_unit(device, torch)
+        else:
+            unit, unit_id = _cpu_unit(), CPU_CALIBRATION_UNIT
     finally:
         torch.set_rng_state(state)
     for _ in range(WARMUP):
@@ -82,4 +108,4 @@ def calibrate(device: Any, clock: Clock) -> float:
         end = clock.mark()
         clock.sync()
         times.append(clock.seconds_between(start, end))
-    return statistics.median(times)
+    return statistics.median(times), unit_id

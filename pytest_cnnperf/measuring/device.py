@@ -1,13 +1,17 @@
 """Which device a run measures on, decided once at the start of the session.
 
 ``auto``, ``cpu``, ``cuda`` or ``cuda:N`` as the user asked for it, resolved against the devices
-that are there. CUDA devices are counted without initialising CUDA in the pytest process: the
-sample processes forked from it must be able to initialise it themselves.
+that are there. CUDA devices are counted without initialising CUDA in the pytest process (see
+``cuda_device_count``): the sample processes forked from it must be able to initialise it
+themselves, and an xdist worker must pin its GPU before the driver reads
+``CUDA_VISIBLE_DEVICES``.
 """
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 
 
@@ -39,12 +43,50 @@ class DeviceProblem(ValueError):
     """The device asked for is not there, or does not fit the other settings."""
 
 
+#: how long a throw-away process may take to count CUDA devices
+COUNT_TIMEOUT_S = 120
+
+
+def _driver_present() -> bool:
+    """Whether the CUDA driver library can be loaded (loading it initialises nothing)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libcuda.so.1" if sys.platform.startswith("linux") else "nvcuda")
+    except OSError:
+        return False
+    return True
+
+
 def cuda_device_count() -> int:
+    """The CUDA devices this process sees (``CUDA_VISIBLE_DEVICES`` applied), counted without
+    initialising CUDA here: through NVML as torch does, or where NVML cannot tell (not installed,
+    MIG instances listed by UUID) in a throw-away process. ``torch.cuda.device_count()`` would
+    fall back to ``cudaGetDeviceCount`` there, which starts the driver: pinning a GPU afterwards
+    has no effect, and every process forked from this one can no longer use CUDA."""
     import torch
 
     if not torch.backends.cuda.is_built():
         return 0
-    return int(torch.cuda.device_count())
+    if torch.cuda.is_initialized():
+        return int(torch.cuda.device_count())
+    nvml_count = getattr(torch.cuda, "_device_count_nvml", lambda: -1)  # private, 2.0 to 2.14
+    count = int(nvml_count())  # -1: NVML cannot tell
+    if count >= 0:
+        return count
+    if not _driver_present():
+        return 0
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", "import torch; print(torch.cuda.device_count())"],
+            capture_output=True,
+            text=True,
+            timeout=COUNT_TIMEOUT_S,
+            check=False,
+        )
+        return int(done.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return 0
 
 
 def resolve(request: DeviceRequest, cudnn_modes: tuple[object, ...] | None) -> str:

@@ -54,17 +54,27 @@ def cudnn_version() -> str | None:
 
 
 def current_flags(device: Any) -> Flags:
+    """The switches in force. The TF32 flags are read through torch >= 2.9's ``fp32_precision``
+    where it exists: its legacy getters raise once a benchmark used the new API."""
     import torch
 
     from .cudnn import current_mode
+    from .torchstate import capture_precision, effective_tf32
 
     cuda = device.type == "cuda"
+    conv_tf32, matmul_tf32 = effective_tf32(torch)
+    precision = capture_precision(torch)
     return Flags(
         cudnn_mode=current_mode().value if cuda else None,
-        cudnn_tf32=bool(torch.backends.cudnn.allow_tf32) if cuda else None,
-        matmul_tf32=bool(torch.backends.cuda.matmul.allow_tf32) if cuda else None,
-        matmul_precision=torch.get_float32_matmul_precision(),
+        cudnn_tf32=conv_tf32 if cuda else None,
+        matmul_tf32=matmul_tf32 if cuda else None,
+        matmul_precision=str(precision.pop("matmul_precision") or "mixed"),
         deterministic_algorithms=torch.are_deterministic_algorithms_enabled(),
+        fp32_precision={
+            name: value
+            for name, value in precision.items()
+            if isinstance(value, str) and value != "none"
+        },
     )
 
 

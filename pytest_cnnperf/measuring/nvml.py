@@ -1,7 +1,15 @@
 """The GPU's health around a measurement, read through NVML (the ``pynvml`` module of
-``nvidia-ml-py``): clocks, clock-event (throttle) reasons, temperature, power and other
-processes on the device. NVML numbers devices physically and ignores ``CUDA_VISIBLE_DEVICES``,
-so the device is found by its UUID, as torch itself does.
+``nvidia-ml-py``): clocks, clock-event (throttle) reasons, how long the clocks were held back,
+temperature, power and other processes on the device. NVML numbers devices physically and ignores
+``CUDA_VISIBLE_DEVICES``, so the device is found by its UUID, as torch itself does.
+
+Throttling comes from NVML's cumulative violation counters (nanoseconds the clocks were held back
+by power, heat, the board's limits, since the driver loaded), read before and after the
+measurement: two instant readings of the clock-event reasons would miss what happened between
+them. Other processes: NVML lists the pids of the processes with a context on the GPU, but in a
+container with a pid namespace of its own they are the host's pids, which this process cannot
+recognise as its own or its siblings'; when its own pid is not in the list, who else uses the GPU
+is unknown, and said so, never a false alarm.
 
 Every call is guarded: a missing library, an old driver or a restricted container gives fewer
 figures, never an error in a benchmark.
@@ -10,7 +18,12 @@ figures, never an error in a benchmark.
 from __future__ import annotations
 
 import os
+import re
+import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
 from typing import Any, TypeVar
 
 from ..results import DeviceHealth
@@ -27,6 +40,21 @@ SLOWDOWN_REASONS = {
 #: reasons worth reporting that are normal under full load
 INFO_REASONS = {0x4: "SwPowerCap", 0x10: "SyncBoost", 0x2: "ApplicationsClocksSetting"}
 HOT_C = 85
+#: NVML's performance policies with cumulative violation counters
+#: (``nvmlDeviceGetViolationStatus``), by the name a report gives them
+POLICIES = {
+    "power": "NVML_PERF_POLICY_POWER",
+    "thermal": "NVML_PERF_POLICY_THERMAL",
+    "sync_boost": "NVML_PERF_POLICY_SYNC_BOOST",
+    "board_limit": "NVML_PERF_POLICY_BOARD_LIMIT",
+    "reliability": "NVML_PERF_POLICY_RELIABILITY",
+}
+#: causes that make a timing untrustworthy when they held the clocks back this long a fraction of
+#: the measurement; running at the power cap under full load (``power``) is normal and reported only
+SLOWDOWN_POLICIES = ("thermal", "board_limit", "reliability")
+SLOWDOWN_FRACTION = 0.01
+#: where the driver says its version when NVML is not installed
+DRIVER_VERSION_FILE = Path("/proc/driver/nvidia/version")
 
 
 def _guard(call: Callable[[], T]) -> T | None:
@@ -34,6 +62,17 @@ def _guard(call: Callable[[], T]) -> T | None:
         return call()
     except Exception:  # NVML raises many error classes; any of them means "not available"
         return None
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One reading: the instant clock-event reason bits, the health they amount to, and the
+    cumulative violation counters (ns) at monotonic time ``at``."""
+
+    reasons: int
+    health: DeviceHealth
+    counters: dict[str, int] = field(default_factory=dict)
+    at: float = 0.0
 
 
 class GpuMonitor:
@@ -48,36 +87,65 @@ class GpuMonitor:
     def open(
         cls, device_index: int, ignore_pids: frozenset[int] = frozenset()
     ) -> GpuMonitor | None:
-        """``ignore_pids``: our own processes (the pytest process that asked for the sample)."""
+        """``ignore_pids``: our own processes (the pytest process that asked for the sample,
+        the other ranks of a data-parallel step)."""
         try:
             import pynvml
             import torch
 
             pynvml.nvmlInit()
             uuid = str(torch.cuda.get_device_properties(device_index).uuid)
-            if not uuid.startswith(("GPU-", "MIG-")):
-                uuid = f"GPU-{uuid}"
-            return cls(pynvml, pynvml.nvmlDeviceGetHandleByUUID(uuid), ignore_pids)
         except Exception:
             return None
+        names = [uuid] if uuid.startswith(("GPU-", "MIG-")) else [f"GPU-{uuid}", f"MIG-{uuid}"]
+        for name in names:  # torch gives a MIG instance's uuid without its prefix too
+            handle = _guard(partial(pynvml.nvmlDeviceGetHandleByUUID, name))
+            if handle is not None:
+                return cls(pynvml, handle, ignore_pids)
+        return None
 
     def driver_version(self) -> str | None:
         version = _guard(self._nvml.nvmlSystemGetDriverVersion)
         return version.decode() if isinstance(version, bytes) else version
 
+    def uuid(self) -> str | None:
+        value = _guard(lambda: self._nvml.nvmlDeviceGetUUID(self._handle))
+        return value.decode() if isinstance(value, bytes) else value
+
     def _reasons(self) -> int:
         n = self._nvml
         value = _guard(lambda: n.nvmlDeviceGetCurrentClocksEventReasons(self._handle))
-        if value is None:  # drivers older than the "event" naming
+        if value is None:  # bindings or drivers older than the "event" naming (r535)
             value = _guard(lambda: n.nvmlDeviceGetCurrentClocksThrottleReasons(self._handle))
         return int(value or 0)
 
-    def _other_processes(self) -> tuple[int, ...]:
+    def _other_processes(self) -> tuple[int, ...] | None:
+        """Pids of the other processes with a context on the GPU, ``None`` where NVML cannot
+        tell them from ours. Read only once this process holds a context on it."""
         processes = _guard(lambda: self._nvml.nvmlDeviceGetComputeRunningProcesses(self._handle))
-        return tuple(sorted(p.pid for p in processes or () if p.pid not in self._ignore))
+        if processes is None:
+            return None
+        pids = {int(p.pid) for p in processes}
+        if os.getpid() not in pids:  # host pids, seen from a container's own pid namespace
+            return None
+        return tuple(sorted(pids - self._ignore))
 
-    def read(self) -> tuple[int, DeviceHealth]:
-        """One reading: the raw reason bits and the health it amounts to."""
+    def counters(self) -> dict[str, int]:
+        """NVML's cumulative violation counters, ns since the driver loaded, by cause; the
+        causes the bindings or the driver do not have are left out."""
+        n = self._nvml
+        found: dict[str, int] = {}
+        for name, constant in POLICIES.items():
+            policy = getattr(n, constant, None)
+            if policy is None:
+                continue
+            status = _guard(partial(n.nvmlDeviceGetViolationStatus, self._handle, policy))
+            value = getattr(status, "violationTime", None)
+            if value is not None:
+                found[name] = int(value)
+        return found
+
+    def read(self) -> Reading:
         n, h = self._nvml, self._handle
         reasons = self._reasons()
         power = _guard(lambda: n.nvmlDeviceGetPowerUsage(h))
@@ -93,28 +161,70 @@ class GpuMonitor:
             other_processes=self._other_processes(),
             problems=(),
         )
-        return reasons, health
+        return Reading(reasons, health, self.counters(), time.monotonic())
 
 
-def assess(readings: list[tuple[int, DeviceHealth]]) -> DeviceHealth | None:
+def driver_version(monitor: GpuMonitor | None) -> str | None:
+    """The NVIDIA driver's version: from NVML, or where it is not installed from the kernel
+    module's own file."""
+    version = monitor.driver_version() if monitor else None
+    if version:
+        return version
+    try:
+        text = DRIVER_VERSION_FILE.read_text()
+    except OSError:
+        return None
+    match = re.search(r"Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)", text)
+    return match.group(1) if match else None
+
+
+def throttled(readings: list[Reading]) -> dict[str, float]:
+    """Fraction of the time between the first and last readings that the clocks were held back,
+    by cause, from the cumulative counters both readings have."""
+    if len(readings) < 2:
+        return {}
+    first, last = readings[0], readings[-1]
+    wall = last.at - first.at
+    if wall <= 0:
+        return {}
+    return {
+        name: min(1.0, max(0.0, (last.counters[name] - before) / 1e9 / wall))
+        for name, before in first.counters.items()
+        if name in last.counters
+    }
+
+
+def assess(readings: list[Reading]) -> DeviceHealth | None:
     """Combine readings taken around a measurement into one health record with its problems."""
     if not readings:
         return None
     bits = 0
-    others: set[int] = set()
-    for reasons, health in readings:
-        bits |= reasons
-        others.update(health.other_processes)
-    last = readings[-1][1]
+    known: list[tuple[int, ...]] = []
+    for reading in readings:
+        bits |= reading.reasons
+        if reading.health.other_processes is not None:
+            known.append(reading.health.other_processes)
+    others = sorted({pid for pids in known for pid in pids})
+    fractions = throttled(readings)
+    last = readings[-1].health
     named = {**SLOWDOWN_REASONS, **INFO_REASONS}
     problems = []
     slowdowns = [name for bit, name in SLOWDOWN_REASONS.items() if bits & bit]
     if slowdowns:
         problems.append(f"GPU clocks were throttled ({', '.join(slowdowns)})")
+    held = [
+        f"{name.replace('_', ' ')} {fractions[name]:.0%}"
+        for name in SLOWDOWN_POLICIES
+        if fractions.get(name, 0.0) >= SLOWDOWN_FRACTION
+    ]
+    if held:
+        problems.append(
+            f"GPU clocks were held back for part of the measurement ({', '.join(held)})"
+        )
     if others:
-        pids = ", ".join(map(str, sorted(others)))
+        pids = ", ".join(map(str, others))
         problems.append(f"{len(others)} other process(es) used the GPU (pids {pids})")
-    hottest = max((h.temperature_c or 0) for _, h in readings)
+    hottest = max((r.health.temperature_c or 0) for r in readings)
     if hottest >= HOT_C:
         problems.append(f"GPU temperature reached {hottest} C")
     return DeviceHealth(
@@ -125,6 +235,7 @@ def assess(readings: list[tuple[int, DeviceHealth]]) -> DeviceHealth | None:
         power_w=last.power_w,
         power_limit_w=last.power_limit_w,
         clock_event_reasons=tuple(name for bit, name in sorted(named.items()) if bits & bit),
-        other_processes=tuple(sorted(others)),
+        other_processes=tuple(others) if known else None,
         problems=tuple(problems),
+        throttled=fractions,
     )

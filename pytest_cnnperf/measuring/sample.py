@@ -57,9 +57,11 @@ def take_sample(
     cpu_contention = None
     if cpu_before is not None:
         cpu_contention = cpuload.contention(cpu_before, cpuload.snapshot(), _threads())
-    if monitor:
+    calibration_s, calibration_unit = (
+        calibration.calibrate(device, clock) if plan.calibrate else (None, None)
+    )
+    if monitor:  # after the calibration too: it must be judged by the same clocks
         readings.append(monitor.read())
-    calibration_s = calibration.calibrate(device, clock) if plan.calibrate else None
     peak = None
     if memory_pass and cuda:
         peak = memory.cuda_peak(workload, device, policy.memory_steps)
@@ -74,8 +76,9 @@ def take_sample(
         in_process=in_process,
         cpu_contention=cpu_contention,
         compilation=compilation,
+        calibration_unit=calibration_unit,
     )
-    driver = monitor.driver_version() if monitor else None
+    driver = nvml.driver_version(monitor) if cuda else None
     env = environment.capture(device, plan.machine, driver)
     if workload.compiled:
         env = dataclasses.replace(env, compiler=compiled.compiler_stack(device.type))

@@ -2,10 +2,12 @@
 
 A step is a sequence of named phases (forward + loss, backward, optimizer step). A ``Clock``
 puts marks between phases. On the CPU the marks are ``time.perf_counter`` readings; on CUDA they
-are events recorded on the current stream, read after one synchronisation at the end of the block,
-and the block's total comes from a wall clock synchronised before and after it, so nothing inside
-the timed region waits for the GPU that a real training loop would not wait for. Tests drive the
-same loop with a fake clock.
+are events recorded on the measured device's current stream (not the current device's: a run on
+``cuda:1`` must not time GPU 0's idle stream), created before the timed block and read after one
+synchronisation at the end of it, and the block's total comes from a wall clock synchronised
+before and after it, so nothing inside the timed region waits for the GPU that a real training
+loop would not wait for. Tests drive the same loop with a fake clock, and the CUDA clock with a
+fake torch.
 """
 
 from __future__ import annotations
@@ -37,11 +39,18 @@ class Clock(Protocol):
     def seconds_between(self, start: Any, end: Any) -> float:
         """Seconds between two marks; only valid after ``sync``."""
 
+    def reserve(self, marks: int) -> None:
+        """Prepare ``marks`` marks ahead, so that making them costs the timed steps nothing
+        a training loop would not do."""
+
 
 class CpuClock:
     """Host timestamps: CPU work is done when the call returns."""
 
     def sync(self) -> None:
+        pass
+
+    def reserve(self, marks: int) -> None:
         pass
 
     def now(self) -> float:
@@ -55,13 +64,15 @@ class CpuClock:
 
 
 class CudaClock:
-    """CUDA events on the current stream for marks; a synchronised wall clock for blocks."""
+    """CUDA events on ``device``'s current stream for marks; a synchronised wall clock for
+    blocks. ``torch_module``: a stand-in for torch, for tests."""
 
-    def __init__(self, device: Any) -> None:
-        import torch
-
-        self._torch = torch
+    def __init__(self, device: Any, torch_module: Any = None) -> None:
+        if torch_module is None:
+            import torch as torch_module
+        self._torch = torch_module
         self._device = device
+        self._spare: list[Any] = []
 
     def sync(self) -> None:
         self._torch.cuda.synchronize(self._device)
@@ -69,9 +80,21 @@ class CudaClock:
     def now(self) -> float:
         return time.perf_counter()
 
+    def _stream(self) -> Any:
+        return self._torch.cuda.current_stream(self._device)
+
+    def reserve(self, marks: int) -> None:
+        """Create ``marks`` events and record each once: torch creates a CUDA event at its first
+        record, which would otherwise happen inside the timed steps. Call it outside them."""
+        stream = self._stream()
+        for _ in range(marks - len(self._spare)):
+            event = self._torch.cuda.Event(enable_timing=True)
+            event.record(stream)
+            self._spare.append(event)
+
     def mark(self) -> Any:
-        event = self._torch.cuda.Event(enable_timing=True)
-        event.record()
+        event = self._spare.pop() if self._spare else self._torch.cuda.Event(enable_timing=True)
+        event.record(self._stream())
         return event
 
     def seconds_between(self, start: Any, end: Any) -> float:
@@ -144,6 +167,7 @@ def time_steps(
     cold, warmup_steps, steady = warm_up(phases, clock, policy)
     estimate = _synced_step_time(phases, clock)
     steps = steps_for(estimate, policy)
+    clock.reserve(steps * (len(phases) + 1))
     wall, marks = time_block(phases, clock, steps)
     names = [name for name, _ in phases]
     per_phase: dict[str, list[float]] = {name: [] for name in names}

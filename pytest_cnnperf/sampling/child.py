@@ -93,13 +93,28 @@ def _go_quiet(config: pytest.Config) -> None:
             config.pluginmanager.unregister(plugin)
 
 
+def current_device(device: Any, job: Job) -> Any | None:
+    """The CUDA device a sample process makes current before the test runs, so that the test's
+    CUDA calls without a device, the streams events are recorded on and the contexts it makes
+    belong to the measured GPU (a rank's own), not to GPU 0; ``None`` on the CPU."""
+    if device.type != "cuda":
+        return None
+    from .ranks import rank_device
+
+    return rank_device(device, job.rank) if job.world_size > 1 else device
+
+
 def run_job(session: pytest.Session, job: Job) -> None:
     """Run ``job``'s test; returning means the test never reached the wanted benchmark."""
     import torch
 
     config = session.config
     sampling = config.stash[SAMPLING]
-    sampling.use(ChildSampler(job, torch.device(sampling.device)))
+    device = torch.device(sampling.device)
+    current = current_device(device, job)
+    if current is not None:
+        torch.cuda.set_device(current)
+    sampling.use(ChildSampler(job, device))
     _go_quiet(config)
     config.option.pyargs = False  # the job names a file
     collection_errors: list[str] = []

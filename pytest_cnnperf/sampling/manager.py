@@ -46,7 +46,14 @@ from .messages import (
     describe_error,
     read_report,
 )
-from .zygote import PROBE_TIMEOUT_S, die_with_parent, probe_torch, quiet_fork_warning, serve
+from .zygote import (
+    CUDA_PROBE_TIMEOUT_S,
+    PROBE_TIMEOUT_S,
+    die_with_parent,
+    probe_torch,
+    quiet_fork_warning,
+    serve,
+)
 
 #: the sample processes' working folders in the temporary directory: pytest-cnnperf-<pid>-...
 WORKDIR_PREFIX = "pytest-cnnperf-"
@@ -100,7 +107,7 @@ class InProcessSampler:
                 f"here ({self.reason or 'measuring in-process'}); its ranks run in processes of "
                 "their own"
             )
-        with torchstate.preserved():
+        with torchstate.preserved(self.device):
             try:
                 workload = target.build(self.device, 1)
                 return [
@@ -189,7 +196,7 @@ class Zygote:
         """Wait for the zygote's self-check; ``False`` (with ``unusable`` set) if it failed."""
         if self._ready is None:
             try:
-                message = self._receive(timeout=PROBE_TIMEOUT_S + 120)
+                message = self._receive(timeout=PROBE_TIMEOUT_S + CUDA_PROBE_TIMEOUT_S + 120)
             except BenchmarkError as exc:
                 self.unusable, self._ready = str(exc), False
                 return False
@@ -353,7 +360,7 @@ class Sampling:
         device = self.device
 
         def serve_(requests: int, replies: int) -> None:
-            serve(requests, replies, lambda: probe_torch(device), run_child)
+            serve(requests, replies, lambda done: probe_torch(device, done), run_child)
 
         self.zygote = Zygote.fork(serve_)
         return None

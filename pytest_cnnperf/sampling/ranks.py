@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import os
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -64,8 +65,13 @@ def run_rank(job: Job, target: Target, base_device: Any) -> ChildReport:
         rank=job.rank,
         world_size=job.world_size,
         timeout=TIMEOUT,
+        # NCCL's communicator on this rank's GPU, never one it guesses
+        **({"device_id": device} if device.type == "cuda" else {}),
     )
     try:
+        # the other ranks hold contexts on their own GPUs, and perhaps on this one: not others
+        pids: list[int] = [0] * job.world_size
+        dist.all_gather_object(pids, os.getpid())
         workload = target.build(device, job.world_size)
         sample, environment = take_sample(
             workload,
@@ -73,7 +79,7 @@ def run_rank(job: Job, target: Target, base_device: Any) -> ChildReport:
             plan,
             memory_pass=job.memory,
             in_process=False,
-            ignore_pids=frozenset({job.parent_pid}),
+            ignore_pids=frozenset({job.parent_pid, *pids}),
         )
         step_times: list[float] = [0.0] * job.world_size
         dist.all_gather_object(step_times, sample.step_time_s)

@@ -2,9 +2,11 @@
 fresh process per sample.
 
 It runs :func:`serve` until the pytest process closes its pipe: a self-check once (a forked
-probe that runs a tiny parallel torch op: it hangs when the pytest process had already started
-torch's thread pool), then, for each request, one child per job (the ranks of a data-parallel
-sample at once), waiting for them all and saying which failed first.
+probe that runs a tiny parallel torch op, which hangs when the pytest process had already started
+torch's thread pool, then on a GPU run starts CUDA on the measured device, which fails when the
+pytest process had initialised CUDA before the session), then, for each request, one child per
+job (the ranks of a data-parallel sample at once), waiting for them all and saying which failed
+first.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import contextlib
 import json
 import math
 import os
+import select
 import signal
 import sys
 import time
@@ -27,6 +30,19 @@ from .messages import JOB, ChildReport, Job, write_report
 PR_SET_PDEATHSIG = 1
 #: how long a forked probe may take to run a tiny parallel op before the zygote is declared unusable
 PROBE_TIMEOUT_S = 5.0
+#: how long it may then take to start CUDA on the measured device: creating a context takes
+#: seconds without persistence mode, more with many GPUs (the driver starts every visible one)
+CUDA_PROBE_TIMEOUT_S = 120.0
+#: why forked processes cannot use CUDA, and the fix
+POISONED = (
+    "CUDA was initialised in the pytest process before the session started (usually by a "
+    "conftest.py or plugin that called torch.cuda.is_available() or another CUDA function at "
+    "import time), and a process forked after that cannot use CUDA. Call "
+    "torch.cuda.device_count() there instead (it asks NVML and leaves CUDA alone), or set "
+    "PYTORCH_NVML_BASED_CUDA_CHECK=1, or move the call into a test or fixture"
+)
+#: what the forked probe tells the zygote: the CPU part ran, CUDA started, or an error follows
+_CPU_DONE, _DONE, _ERROR = b"C", b"K", b"E"
 #: how long the other ranks get to report their own errors after one rank failed
 FAILURE_GRACE_S = 10.0
 #: modules a sample process would otherwise import for every sample
@@ -39,14 +55,20 @@ PRELOAD = (
 )
 
 
-def probe_torch(device: str) -> None:
-    """Work that hangs in a forked child when the parent already started torch's threads."""
+def probe_torch(device: str, cpu_done: Callable[[], None] = lambda: None) -> None:
+    """Work that hangs in a forked child when the parent already started torch's threads; then,
+    after ``cpu_done()``, starting CUDA on ``device``, which fails in a forked child when the
+    parent had initialised CUDA."""
     import torch
 
     x = torch.ones(1 << 20)
     (x * 2).sum()
     torch.nn.functional.conv2d(torch.ones(8, 16, 32, 32), torch.ones(16, 16, 3, 3))
+    cpu_done()
     if device.startswith("cuda"):
+        if torch.cuda._is_in_bad_fork():  # torch's own flag: its fork handler ran
+            raise RuntimeError(POISONED)
+        torch.cuda.set_device(device)
         torch.ones(1, device=device).add_(1)
         torch.cuda.synchronize(device)
 
@@ -66,11 +88,11 @@ def die_with_parent(parent: int) -> None:
 def serve(
     requests_fd: int,
     replies_fd: int,
-    probe: Callable[[], None],
+    probe: Callable[[Callable[[], None]], None],
     run_child: Callable[[Job], None],
 ) -> None:
-    """The zygote's loop: self-check once, then fork one process per job until the pytest
-    process closes the pipe."""
+    """The zygote's loop: self-check once (``probe(cpu_done)``, see :func:`probe_torch`), then
+    fork one process per job until the pytest process closes the pipe."""
     # the pytest process's handlers (an interrupt raised here, SIGTERM as an interrupt) are not
     # ours: the pytest process ends this process group when it stops
     signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -129,33 +151,80 @@ def _detach_output() -> None:
     os.close(devnull)
 
 
-def _probe(probe: Callable[[], None]) -> str | None:
-    """Run ``probe`` in a forked child: a hang means the zygote inherited a thread pool that
-    forked children cannot use."""
+def _probe(probe: Callable[[Callable[[], None]], None]) -> str | None:
+    """Run ``probe(cpu_done)`` in a forked child; ``None`` when it worked, else why forked
+    processes cannot measure. A hang before ``cpu_done`` means an inherited thread pool that
+    forked children cannot use (5 s); starting CUDA after it has a time limit of its own."""
+    read, write = os.pipe()
     parent = os.getpid()
     pid = os.fork()
     if pid == 0:
+        os.close(read)
+
+        def cpu_done() -> None:
+            os.write(write, _CPU_DONE)
+
         try:
             die_with_parent(parent)
-            probe()
-        except BaseException:
-            os._exit(1)
+            probe(cpu_done)
+            os.write(write, _DONE)
+        except BaseException as exc:
+            os.write(write, _ERROR + f"{type(exc).__name__}: {exc}".encode()[:4000])
         os._exit(0)
+    os.close(write)
+    try:
+        return _probe_verdict(read)
+    finally:
+        os.close(read)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+def _read_until(read: int, deadline: float) -> bytes | None:
+    """The next bytes from the pipe (``b""`` at its end), ``None`` when the deadline passed."""
+    left = deadline - time.monotonic()
+    if left <= 0 or not select.select([read], [], [], left)[0]:
+        return None
+    return os.read(read, 4096)
+
+
+def _probe_verdict(read: int) -> str | None:
+    """What the probe's messages (``C``, then ``K`` or ``E`` and the error) say."""
+    got = b""
+    started = time.monotonic()
+    while True:
+        cpu_done = got[:1] == _CPU_DONE
+        outcome = got[1:2] if cpu_done else got[:1]
+        if outcome == _DONE:
+            return None
+        if outcome == _ERROR:
+            break
+        limit = PROBE_TIMEOUT_S + (CUDA_PROBE_TIMEOUT_S if cpu_done else 0.0)
+        chunk = _read_until(read, started + limit)
+        if chunk is None and not cpu_done:
+            return (
+                "a forked process hung in torch's thread pool: the pytest process ran torch "
+                "operations before the session started (for example at import time in a "
+                "conftest.py)"
+            )
+        if chunk is None:
+            return (
+                f"a forked process could not start CUDA within {CUDA_PROBE_TIMEOUT_S:.0f} s "
+                "(is the GPU busy or in a bad state? Without persistence mode, nvidia-smi -pm 1, "
+                "every process waits for the driver to start the GPU)"
+            )
+        if not chunk:
+            return "a forked process ended while running a torch operation, without a word"
+        got += chunk
     deadline = time.monotonic() + PROBE_TIMEOUT_S
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            if os.waitstatus_to_exitcode(status) == 0:
-                return None
-            return "a torch operation failed in a forked process"
-        time.sleep(0.02)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    return (
-        "a forked process hung in torch's thread pool: the pytest process ran torch operations "
-        "before the session started (for example at import time in a conftest.py)"
-    )
+    while (chunk := _read_until(read, deadline)) is not None and chunk:  # the whole error
+        got += chunk
+    error = got.split(_ERROR, 1)[1].decode(errors="replace")
+    if POISONED in error or "Cannot re-initialize CUDA in forked subprocess" in error:
+        return POISONED
+    stage = "starting CUDA" if cpu_done else "a torch operation"
+    return f"{stage} failed in a forked process: {error}"
 
 
 def _shuffle_address_space() -> list[object]:
