@@ -29,14 +29,17 @@ from .results import (
     Comparison,
     Decision,
     DeviceHealth,
+    Energy,
     Environment,
     Flags,
     Measurement,
     MemoryPeak,
+    Peak,
     Reason,
     Remark,
     ResultsFile,
     Sample,
+    StepFlops,
     Verdict,
 )
 
@@ -277,6 +280,27 @@ HEALTH = ObjectOf(
     Field("other_processes", ListOf(INT)),
     Field("problems", ListOf(STR)),
 )
+FLOPS = ObjectOf(
+    StepFlops,
+    Field("phases", MapOf(COUNT)),
+    Field("operators", MapOf(COUNT)),
+    Field("items", POSITIVE_INT),
+    Field("method", STR),
+)
+PEAK = ObjectOf(
+    Peak,
+    Field("precision", Nullable(STR)),
+    Field("flops_per_s", Nullable(POSITIVE)),
+    Field("source", STR),
+    Field("detail", STR),
+)
+ENERGY = ObjectOf(
+    Energy,
+    Field("joules", NONNEGATIVE),
+    Field("seconds", POSITIVE),
+    Field("items", POSITIVE_INT),
+    Field("source", STR),
+)
 SAMPLE = ObjectOf(
     Sample,
     Field("step_time_s", POSITIVE),
@@ -291,6 +315,9 @@ SAMPLE = ObjectOf(
     optional("in_process", BOOL, False),
     optional("single_rank_step_s", POSITIVE),
     optional("cpu_contention", NONNEGATIVE),
+    optional("flops", FLOPS),
+    optional("peak", PEAK),
+    optional("energy", ENERGY),
 )
 MEASUREMENT = ObjectOf(
     Measurement,
@@ -436,6 +463,9 @@ RECORDS: tuple[ObjectOf[Any], ...] = (
     CONFIG,
     MEMORY,
     HEALTH,
+    FLOPS,
+    PEAK,
+    ENERGY,
     SAMPLE,
     MEASUREMENT,
     COMPARISON,

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..benchmark import OPTIMIZERS, InferenceSpec, TrainSpec
+from . import flops
+from .flops import Counts
 from .timing import Phase
 
 
@@ -28,6 +30,11 @@ class Workload:
     #: set to None), so that a memory pass can see everything a step allocates
     settle: Callable[[], None] = field(default=lambda: None)
     model: Any = None
+    #: the precision the step computes in (``fp32``, ``bf16``, ``fp16``); ``None``: unknown
+    precision: str | None = None
+    #: the step's FLOPs counted on meta tensors (``measuring.flops``); ``None``: count a real
+    #: step instead
+    count_on_meta: Callable[[], Counts] | None = None
 
 
 def make_optimizer(spec: str | Callable[..., Any], params: Any, lr: float) -> Any:
@@ -162,12 +169,18 @@ def build_train(model: Any, spec: TrainSpec, device: Any) -> Workload:
     def settle() -> None:
         optimizer.zero_grad(set_to_none=True)
 
+    def count_on_meta() -> Counts:
+        return flops.count_train_on_meta(module, images, targets, loss_fn)
+
     return Workload(
         phases=[("forward", forward), ("backward", backward), ("optimizer", step)],
         items_per_step=spec.batch_size,
         static_bytes=static_bytes,
         settle=settle,
         model=model,
+        precision=spec.amp or "fp32",
+        # an optimizer of the user's own may multiply matrices: count a real step
+        count_on_meta=None if callable(spec.optimizer) else count_on_meta,
     )
 
 
@@ -196,6 +209,8 @@ def build_inference(model: Any, spec: InferenceSpec, device: Any) -> Workload:
         items_per_step=spec.batch_size,
         static_bytes=static_bytes,
         model=model,
+        precision=spec.amp or "fp32",
+        count_on_meta=lambda: flops.count_inference_on_meta(model, images),
     )
 
 

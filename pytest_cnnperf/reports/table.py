@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from .. import explain, units
 from ..results import BenchConfig, BenchmarkResult, Comparison, Environment, Verdict
+from . import efficiency
 
 #: the order verdicts are counted in, worst first
 VERDICT_ORDER = (
@@ -37,6 +38,10 @@ class Row:
     memory_change: str
     step: str
     phases: str
+    #: achieved FLOP/s, utilisation of the device's peak, energy per item
+    flops: str
+    mfu: str
+    energy: str
     notes: tuple[str, ...] = ()
 
 
@@ -58,6 +63,9 @@ COLUMNS = (
     Column("memory", "peak mem", figure=True),
     Column("baseline_memory", "baseline", figure=True),
     Column("memory_change", "change", figure=True),
+    Column("flops", "FLOP/s", figure=True),
+    Column("mfu", "MFU", figure=True),
+    Column("energy", "energy", figure=True),
 )
 #: shown with ``-v`` and in ``cnnperf show``
 DETAIL_COLUMNS = (
@@ -73,6 +81,9 @@ OPTIONAL = frozenset(
         "baseline_memory",
         "memory_change",
         "phases",
+        "flops",
+        "mfu",
+        "energy",
     }
 )
 
@@ -137,6 +148,7 @@ def row(result: BenchmarkResult) -> Row:
             f"{result.config.world_size} ranks, step time of the slowest; scaling efficiency "
             f"{m.scaling_efficiency:.0%} against one rank alone"
         )
+    notes.extend(efficiency.notes(m))
     return Row(
         verdict=str(d.verdict),
         test=test,
@@ -149,6 +161,9 @@ def row(result: BenchmarkResult) -> Row:
         memory_change=units.change(d.memory.change) if d.memory else "-",
         step=units.seconds(m.step_time_s),
         phases=phase_text,
+        flops=efficiency.achieved(m),
+        mfu=efficiency.utilisation(m),
+        energy=efficiency.energy(m),
         notes=tuple(notes),
     )
 
@@ -191,3 +206,8 @@ def environments(results: Sequence[BenchmarkResult]) -> list[Environment]:
         if result.environment is not None:
             seen.setdefault(result.environment.describe(), result.environment)
     return list(seen.values())
+
+
+def efficiency_legend(results: Sequence[BenchmarkResult]) -> list[str]:
+    """What the efficiency columns mean and where the peaks come from (none without them)."""
+    return efficiency.legend([r.measurement for r in results if r.measurement])
