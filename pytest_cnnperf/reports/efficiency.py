@@ -83,9 +83,8 @@ def peak_lines(measurements: Sequence[Measurement]) -> list[str]:
         first = peaks[0]
         precision = first.precision or "precision unknown"
         if first.flops_per_s is None:
-            lines.append(
-                f"peak ({precision}) unknown: {first.detail}; state it with cnnperf_peak_tflops"
-            )
+            where = f" ({first.precision})" if first.precision else ""
+            lines.append(f"peak unknown{where}: {first.detail}; state it with cnnperf_peak_tflops")
         elif first.source == "measured":
             values = sorted(p.flops_per_s or 0.0 for p in peaks)
             figure = units.flops(values[0])

@@ -42,6 +42,12 @@ class Record:
     step_times_s: tuple[float, ...]
     peak_bytes: tuple[int, ...] = ()
     verdict: Verdict | None = None
+    #: the step's counted FLOPs per item, where a results file has them
+    flops_per_item: float | None = None
+    #: the device's peak for the precision used, where it is known
+    peak_flops_per_s: float | None = None
+    #: energy per item over the timed steps, where the window was long enough to show it
+    joules_per_item: float | None = None
 
     @property
     def test(self) -> str:
@@ -73,6 +79,19 @@ class Record:
     def peak_allocated_bytes(self) -> int | None:
         return int(statistics.median(self.peak_bytes)) if self.peak_bytes else None
 
+    @property
+    def achieved_flops_per_s(self) -> float | None:
+        if self.flops_per_item is None:
+            return None
+        return self.flops_per_item * self.items_per_second
+
+    @property
+    def utilisation(self) -> float | None:
+        achieved = self.achieved_flops_per_s
+        if achieved is None or not self.peak_flops_per_s:
+            return None
+        return achieved / self.peak_flops_per_s
+
 
 def from_result(result: BenchmarkResult) -> Record | None:
     """The record of a result that has a measurement (``None`` for one that failed)."""
@@ -88,6 +107,11 @@ def from_result(result: BenchmarkResult) -> Record | None:
         step_times_s=m.step_times,
         peak_bytes=tuple(s.memory.allocated_bytes for s in m.samples if s.memory),
         verdict=result.decision.verdict,
+        flops_per_item=m.flops.per_item if m.flops else None,
+        peak_flops_per_s=m.peak.flops_per_s if m.peak else None,
+        joules_per_item=energy.joules_per_item
+        if (energy := m.energy) and energy.long_enough
+        else None,
     )
 
 
