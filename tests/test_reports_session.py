@@ -54,7 +54,7 @@ def test_every_report_of_a_gating_run(
             "",
             "change: the gate's estimate of the throughput change*",
             "",
-            "environment: *, torch *, Python *, * threads (*)",
+            "environment: *, torch *, Python *, * thread* (*)",
             "wrote the results to out/results.json",
             "wrote the Markdown summary to out/summary.md",
             "wrote the Markdown summary to *step-summary.md",

@@ -32,7 +32,9 @@ def utilisation(m: Measurement) -> str:
     value = m.utilisation
     if value is None:
         return "-"
-    return f"{value:.1%}" if value >= 0.001 else f"{value:.2%}"
+    if value >= 0.001:
+        return f"{value:.1%}"
+    return f"{value:.2%}" if value >= 0.0001 else "<0.01%"
 
 
 def shown_energy(m: Measurement) -> Energy | None:

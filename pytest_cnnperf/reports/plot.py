@@ -225,26 +225,28 @@ def _memory(ax: Any, benches: Sequence[Bench]) -> None:
 
 def _utilisation(ax: Any, benches: Sequence[Bench]) -> None:
     """Each benchmark's achieved FLOP/s as a share of the device's peak (MFU)."""
+    top = max(((b.utilisation or 0.0) * 100 for b in benches), default=0.0)
     for i, b in enumerate(benches):
         if b.flops_per_s is None:
             continue
+        y = -i - 0.2  # beside this run's throughput
         colour = COLOURS.get(b.verdict or Verdict.OK, COLOURS[Verdict.OK])
         share = (b.utilisation or 0.0) * 100
         if b.utilisation is not None:
-            ax.barh(-i, share, height=0.5, color=colour, alpha=0.8)
-        label = f" {share:.1f}%" if b.utilisation is not None else " peak unknown"
+            ax.barh(y, share, height=0.34, color=colour, alpha=0.8)
+        label = f" {share:.1f}%" if b.utilisation is not None else " peak unknown,"
         ax.annotate(
-            f"{label}  {units.flops(b.flops_per_s)}",
-            (share, -i),
+            f"{label} {units.flops(b.flops_per_s)}",
+            (share, y),
             va="center",
             fontsize=7.5,
             color=colour,
         )
-    ax.set_xlabel("MFU: achieved FLOP/s, % of the device's peak")
-    ax.set_xlim(left=0)
+    ax.set_xlabel("MFU (% of the peak)")
+    # room on the right for the figures written after the bars
+    ax.set_xlim(0, max(top, 1.0) * 2.4)
     ax.grid(axis="x", color="#e4e4e4", zorder=0)
     ax.set_axisbelow(True)
-    ax.margins(x=0.9)
 
 
 def _modes(ax: Any, table_: modes.ModeTable) -> None:
