@@ -97,6 +97,28 @@ def test_a_train_step_counted_on_meta_tensors_equals_a_real_step_and_leaves_the_
     assert phases["backward"] > phases["forward"] > 0
 
 
+@pytest.mark.parametrize("groups", [1, 4, 8])
+def test_the_backward_of_a_grouped_convolution_is_twice_its_forward(groups: int) -> None:
+    """Input and weight gradients each cost what the forward costs; PyTorch's own formula
+    counts a grouped convolution's weight gradient ``groups`` times over."""
+    conv = nn.Conv2d(8, 8, 3, padding=1, groups=groups)
+    x = torch.randn(2, 8, 16, 16, requires_grad=True)
+    _, operators = flops.count_phases([("step", lambda: conv(x).sum().backward())])
+    forward = 2 * 2 * 8 * (8 // groups) * 9 * 16 * 16
+    assert operators == {"aten.convolution": forward, "aten.convolution_backward": 2 * forward}
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "efficientnet_b0"])
+def test_a_train_step_counts_about_three_forwards(name: str) -> None:
+    with torch.device("meta"):
+        model = torchvision.models.get_model(name).train()
+    images = torch.empty(4, 3, 64, 64, device="meta")
+    targets = torch.empty(4, dtype=torch.long, device="meta")
+    phases, _ = flops.count_train_on_meta(model, images, targets, nn.functional.cross_entropy)
+    # the first convolution's input needs no gradient, so the backward is a little under 2x
+    assert 1.9 < phases["backward"] / phases["forward"] < 2.0
+
+
 def test_an_inference_pass_is_counted_as_one_forward_phase() -> None:
     workload = build_inference(tiny(), InferenceSpec(batch_size=2, image_size=(8, 8)), CPU_DEVICE)
     counted = flops.count(workload.phases, workload.items_per_step, workload.count_on_meta)

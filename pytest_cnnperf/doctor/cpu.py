@@ -150,7 +150,7 @@ def _governor(files: Files, virtual: bool) -> Finding:
     governors: dict[str, list[int]] = {}
     for path in files.glob("/sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor"):
         cpu = int(path.parent.parent.name.removeprefix("cpu"))
-        governors.setdefault(path.read_text().strip(), []).append(cpu)
+        governors.setdefault(_read(path) or "unreadable", []).append(cpu)
     if not governors:
         where = "a virtual machine: the host sets the clocks" if virtual else "no cpufreq driver"
         return Finding("governor", Level.OK, f"no CPU frequency scaling visible ({where})")

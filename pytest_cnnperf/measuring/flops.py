@@ -29,10 +29,55 @@ from ..results import StepFlops
 Counts = tuple[dict[str, int], dict[str, int]]
 
 
+def conv_backward_flops(
+    grad_out_shape: Sequence[int],
+    x_shape: Sequence[int],
+    w_shape: Sequence[int],
+    _bias: Any,
+    _stride: Any,
+    _padding: Any,
+    _dilation: Any,
+    transposed: bool,
+    _output_padding: Any,
+    groups: int,
+    output_mask: Sequence[bool],
+    out_shape: Sequence[Any],
+    **kwargs: Any,
+) -> int:
+    """The FLOPs of ``aten.convolution_backward``: the input's gradient (a transposed
+    convolution of the output's gradient with the weight) and the weight's (a convolution of
+    the input with the output's gradient), as PyTorch's own formula counts them, except that
+    the weight's gradient of a grouped convolution is divided by its groups. PyTorch's formula
+    (torch/utils/flop_counter.py, ``conv_backward_flop``, up to at least torch 2.14) leaves
+    ``groups`` out there and counts a depthwise convolution's weight gradient once per channel
+    over: MobileNet-V2's backward came out 18 times its forward (pytorch/pytorch#183405 makes the
+    same division upstream)."""
+    from torch.utils.flop_counter import conv_flop_count
+
+    def t(shape: Sequence[int]) -> list[int]:
+        return [shape[1], shape[0], *shape[2:]]
+
+    count = 0
+    if output_mask[0]:
+        count += int(
+            conv_flop_count(list(grad_out_shape), list(w_shape), list(out_shape[0]), not transposed)
+        )
+    if output_mask[1]:
+        weight = list(out_shape[1])
+        if transposed:
+            whole = conv_flop_count(t(grad_out_shape), t(x_shape), t(weight), transposed=False)
+        else:
+            whole = conv_flop_count(t(x_shape), t(grad_out_shape), t(weight), transposed=False)
+        count += int(whole) // groups
+    return count
+
+
 def _counter() -> Any:
+    import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    return FlopCounterMode(display=False)
+    corrected = {torch.ops.aten.convolution_backward: conv_backward_flops}
+    return FlopCounterMode(display=False, custom_mapping=corrected)
 
 
 def _operators(mode: Any) -> dict[str, int]:
