@@ -1,9 +1,10 @@
 """The ``cnnperf`` command: results and baselines outside pytest.
 
 ``compare`` two runs, ``show`` one file, tabulate ``modes``, project ``epoch`` times, ``plot`` a
-results file and list the ``models`` that ``model_factory`` builds. Exit status: 0; 1 when
-``compare --fail-on-regression`` found a regression; 2 for a usage error or a file that cannot
-be used, with a one-line message naming the file and the problem.
+results file, list the ``models`` that ``model_factory`` builds, and check with ``doctor``
+whether this machine is fit to benchmark on. Exit status: 0; 1 when ``compare
+--fail-on-regression`` found a regression or ``doctor`` a warning; 2 for a usage error or a file
+that cannot be used, with a one-line message naming the file and the problem.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from .reports.records import FileProblem, Loaded, Record, baselines_of, load, ma
 from .results import Verdict
 
 EXIT_OK, EXIT_REGRESSED, EXIT_USAGE = 0, 1, 2
+#: ``doctor`` found a warning
+EXIT_UNFIT = 1
 
 
 class Problem(Exception):
@@ -161,6 +164,15 @@ def parser() -> argparse.ArgumentParser:
     plot.add_argument("--reference", metavar="MODE", help="Reference mode of the speedup chart")
 
     commands.add_parser(
+        "doctor",
+        help="Say whether this machine is fit to benchmark on, and how to fix what is not",
+        description="Check this machine for what makes benchmark figures untrustworthy (a busy "
+        "CPU, a CPU quota, a frequency governor, steal time; a GPU's clocks, clock events, "
+        "power limit, other processes, ECC and PCIe link) and say why each matters and the "
+        "command that fixes it. Read-only: it changes nothing. Exit status 1 when a warning "
+        "was found.",
+    )
+    commands.add_parser(
         "models",
         help="List the models model_factory builds, with their default input sizes",
         description="torchvision's classification models by name, with the image size "
@@ -194,6 +206,8 @@ def _run(args: argparse.Namespace) -> tuple[list[str], int]:
         return _epoch(args.file, args.images), EXIT_OK
     if command == "plot":
         return _plot(args.file, args.output, args.against, args.reference), EXIT_OK
+    if command == "doctor":
+        return _doctor()
     return _models(), EXIT_OK
 
 
@@ -317,6 +331,13 @@ def _plot(path: Path, output: Path, against: Path | None, reference: str | None)
     except modes.BadReference as exc:
         raise Problem(f"{path}: {exc}") from None
     return [f"wrote {output}"]
+
+
+def _doctor() -> tuple[list[str], int]:
+    from . import doctor
+
+    sections = doctor.examine()
+    return doctor.render(sections), EXIT_UNFIT if doctor.warnings(sections) else EXIT_OK
 
 
 def _models() -> list[str]:

@@ -33,16 +33,19 @@ from .results import (
     CompileSetting,
     Decision,
     DeviceHealth,
+    Energy,
     Environment,
     Flags,
     GraphBreak,
     Measurement,
     MemoryPeak,
     OptionValue,
+    Peak,
     Reason,
     Remark,
     ResultsFile,
     Sample,
+    StepFlops,
     Verdict,
 )
 
@@ -364,6 +367,27 @@ COMPILATION = ObjectOf(
     optional("eager_frames", COUNT, 0),
     optional("cudagraph_skips", COUNT, 0),
 )
+FLOPS = ObjectOf(
+    StepFlops,
+    Field("phases", MapOf(COUNT)),
+    Field("operators", MapOf(COUNT)),
+    Field("items", POSITIVE_INT),
+    Field("method", STR),
+)
+PEAK = ObjectOf(
+    Peak,
+    Field("precision", Nullable(STR)),
+    Field("flops_per_s", Nullable(POSITIVE)),
+    Field("source", STR),
+    Field("detail", STR),
+)
+ENERGY = ObjectOf(
+    Energy,
+    Field("joules", NONNEGATIVE),
+    Field("seconds", POSITIVE),
+    Field("items", POSITIVE_INT),
+    Field("source", STR),
+)
 SAMPLE = ObjectOf(
     Sample,
     Field("step_time_s", POSITIVE),
@@ -380,6 +404,9 @@ SAMPLE = ObjectOf(
     optional("cpu_contention", NONNEGATIVE),
     extension("compilation", COMPILATION),
     extension("calibration_unit", STR),
+    optional("flops", FLOPS),
+    optional("peak", PEAK),
+    optional("energy", ENERGY),
 )
 MEASUREMENT = ObjectOf(
     Measurement,
@@ -549,6 +576,9 @@ RECORDS: tuple[ObjectOf[Any], ...] = (
     HEALTH,
     GRAPH_BREAK,
     COMPILATION,
+    FLOPS,
+    PEAK,
+    ENERGY,
     SAMPLE,
     MEASUREMENT,
     COMPARISON,

@@ -93,7 +93,7 @@ def _session(config: pytest.Config) -> Session | None:
     return config.stash.get(SESSION, None)
 
 
-def pytest_report_header(config: pytest.Config) -> str | None:
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
     session = _session(config)
     if session is None:
         return None
@@ -103,7 +103,13 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     how = "inside the pytest process" if values[settings.INPROCESS] else "in fresh sample processes"
     mode = "recording baselines" if values[settings.SAVE] else "gating against baselines"
     where = display_path(values[settings.BASELINES])
-    return f"cnnperf: {session.device}, measured {how}; {mode} in {where}"
+    lines = [f"cnnperf: {session.device}, measured {how}; {mode} in {where}"]
+    from .doctor import session_warning
+
+    unfit = session_warning(session.device_type)
+    if unfit:
+        lines.append(f"cnnperf: warning: {unfit}")
+    return lines
 
 
 # ---- the session: sample processes ----

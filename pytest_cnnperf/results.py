@@ -107,6 +107,106 @@ class DeviceHealth:
 
 
 @dataclass(frozen=True)
+class StepFlops:
+    """Floating-point operations of one step, as PyTorch's own counter
+    (``torch.utils.flop_counter.FlopCounterMode``) counts them: matrix products and
+    convolutions only, two per multiply-add. Normalisation, activations, pooling, the loss's
+    elementwise work and the optimizer's updates count 0 (the convention of torchvision's
+    published operation counts and of MFU figures)."""
+
+    #: per phase: ``forward`` (with the loss), ``backward``, ``optimizer``; ``step`` for a
+    #: ``measure()`` step
+    phases: dict[str, int]
+    #: per operator, summed over the phases (``aten.convolution``, ``aten.mm``, ...)
+    operators: dict[str, int]
+    #: the items the counted step processed (one rank's batch in a data-parallel step)
+    items: int
+    #: ``meta``: counted on meta tensors, without computing; ``step``: counted on one real
+    #: step, outside the timed ones
+    method: str
+
+    @property
+    def total(self) -> int:
+        return sum(self.phases.values())
+
+    @property
+    def per_item(self) -> float:
+        return self.total / self.items
+
+    @property
+    def convolution_share(self) -> float:
+        """The share of the FLOPs in convolutions (the rest: matrix products)."""
+        conv = sum(v for k, v in self.operators.items() if "convolution" in k)
+        return conv / self.total if self.total else 0.0
+
+
+@dataclass(frozen=True)
+class Peak:
+    """The device's peak FLOP/s for the precision a benchmark ran in, which its utilisation
+    (MFU) is measured against. ``flops_per_s`` is ``None`` when the peak is unknown, and
+    ``detail`` then says why."""
+
+    #: ``fp32``, ``tf32``, ``bf16`` or ``fp16``; ``None`` where the precision is unknown
+    #: (a ``measure()`` step)
+    precision: str | None
+    flops_per_s: float | None
+    #: ``table`` (a datasheet's dense figure), ``measured`` (a matrix product on the CPU),
+    #: ``setting`` (``cnnperf_peak_tflops``) or ``unknown``
+    source: str
+    #: where the figure comes from, in words, or why there is none
+    detail: str
+
+
+#: the shortest timed window (all samples together) whose energy a report shows, per counter:
+#: NVML's advances every 20 to 100 ms, so 2 s keeps its error under 10% at the slowest rate;
+#: RAPL's every millisecond or so
+ENERGY_MIN_WINDOW_S = {"nvml": 2.0, "rapl": 0.1}
+
+
+@dataclass(frozen=True)
+class Energy:
+    """Energy the device used over timed steps, from its cumulative counter: NVML's for the
+    whole GPU board, RAPL's for the CPU packages. Other processes on the device count too."""
+
+    joules: float
+    #: wall time between the two readings
+    seconds: float
+    #: items the timed steps processed on this device
+    items: int
+    #: ``nvml`` or ``rapl``
+    source: str
+
+    @property
+    def joules_per_item(self) -> float:
+        return self.joules / self.items
+
+    @property
+    def mean_power_w(self) -> float:
+        return self.joules / self.seconds
+
+    @property
+    def min_window_s(self) -> float:
+        return ENERGY_MIN_WINDOW_S.get(self.source, 2.0)
+
+    @property
+    def long_enough(self) -> bool:
+        """Whether the window is long enough for the counter's update rate."""
+        return self.seconds >= self.min_window_s
+
+    @classmethod
+    def total(cls, parts: Sequence[Energy]) -> Energy | None:
+        """The energy of several windows together (the samples of a benchmark)."""
+        if not parts:
+            return None
+        return cls(
+            joules=sum(p.joules for p in parts),
+            seconds=sum(p.seconds for p in parts),
+            items=sum(p.items for p in parts),
+            source=parts[0].source,
+        )
+
+
+@dataclass(frozen=True)
 class TimedSteps:
     """The timed part of a sample: the cold step, the warm-up and a block of timed steps.
 
@@ -218,6 +318,12 @@ class Sample(TimedSteps):
     compilation: Compilation | None = None
     #: which calibration workload ``calibration_s`` timed (``measuring.calibration``)
     calibration_unit: str | None = None
+    #: the step's FLOPs, counted in the benchmark's first sample only (they do not vary)
+    flops: StepFlops | None = None
+    #: the device's peak for the precision in use, found with the FLOPs
+    peak: Peak | None = None
+    #: the energy the device used over the timed steps, where a counter is readable
+    energy: Energy | None = None
 
 
 #: the CPU's calibration workload (unchanged since before units had ids)
@@ -486,6 +592,40 @@ class Measurement:
     @property
     def cudagraph_skips(self) -> int:
         return max((c.cudagraph_skips for c in self.compilations), default=0)
+
+    @property
+    def flops(self) -> StepFlops | None:
+        """The step's FLOPs (counted in one sample)."""
+        return next((s.flops for s in self.samples if s.flops), None)
+
+    @property
+    def flops_per_step(self) -> float | None:
+        """FLOPs of one step of all ``items_per_step`` (all ranks of a data-parallel step)."""
+        flops = self.flops
+        return flops.per_item * self.items_per_step if flops else None
+
+    @property
+    def achieved_flops_per_s(self) -> float | None:
+        """FLOPs per step over the step time: what the step achieved."""
+        flops = self.flops
+        return flops.per_item * self.items_per_second if flops else None
+
+    @property
+    def peak(self) -> Peak | None:
+        return next((s.peak for s in self.samples if s.peak), None)
+
+    @property
+    def utilisation(self) -> float | None:
+        """Achieved FLOP/s over the device's peak for the precision in use (MFU)."""
+        achieved, peak = self.achieved_flops_per_s, self.peak
+        if achieved is None or peak is None or not peak.flops_per_s:
+            return None
+        return achieved / peak.flops_per_s
+
+    @property
+    def energy(self) -> Energy | None:
+        """The energy of all samples' timed steps together."""
+        return Energy.total([s.energy for s in self.samples if s.energy])
 
     @property
     def scaling_efficiency(self) -> float | None:

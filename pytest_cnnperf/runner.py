@@ -45,6 +45,7 @@ from .settings import (
     MACHINE,
     MEMORY_THRESHOLD,
     MIN_TIME,
+    PEAK_TFLOPS,
     SAMPLES,
     SAVE,
     STRICT,
@@ -331,6 +332,7 @@ class CnnPerf:
                 timing=policy.timing,
                 calibrate=self._settings[CALIBRATION],
                 machine=self._settings[MACHINE],
+                peak_tflops=self._settings[PEAK_TFLOPS],
             ),
             world_size=world_size,
             memory_samples=policy.sampling.memory_samples,
@@ -404,8 +406,9 @@ class CnnPerf:
         decision = self._decide(taken, config, settings)
         more = policy.sampling.max_samples - len(taken)
         if gate.wants_more_samples(decision) and more > 0:
-            # memory barely varies: the first samples measured it
-            taken += self._sampler.take(dataclasses.replace(target, memory_samples=0), more)
+            # memory barely varies and FLOPs do not: the first samples measured them
+            again = dataclasses.replace(target, memory_samples=0, flops_samples=0)
+            taken += self._sampler.take(again, more)
             decision = self._decide(taken, config, settings)
         return self._result(config, taken, decision, started)
 

@@ -24,6 +24,7 @@ from typing import Any, Generic, TypeVar
 
 from .measuring.cudnn import CudnnMode, parse_modes
 from .measuring.device import DeviceRequest, parse_device
+from .peaks import PeakSetting, parse_peak_tflops
 
 T = TypeVar("T")
 
@@ -497,6 +498,15 @@ CALIBRATION = Setting(
     default=True,
     show=lambda on: "true" if on else "false",
 )
+PEAK_TFLOPS: Setting[PeakSetting | None] = Setting(
+    "peak_tflops",
+    parse_peak_tflops,
+    "The device's dense peak in TFLOP/s that utilisation (MFU) is measured against: one "
+    "figure for every precision (312) or figures per precision (bf16=989,tf32=494). Default: "
+    "NVIDIA's datasheet figure for the GPUs pytest-cnnperf knows, a measured matrix product "
+    "on the CPU",
+    ini=True,
+)
 JSON_REPORT: Setting[Path | None] = Setting(
     "json",
     parse_path,
@@ -598,6 +608,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     MIN_TIME,
     SAMPLE_TIMEOUT,
     CALIBRATION,
+    PEAK_TFLOPS,
     JSON_REPORT,
     MARKDOWN_REPORT,
     PLOT_REPORT,

@@ -45,3 +45,35 @@ def change(value: float | None) -> str:
 
 def percent(value: float) -> str:
     return f"{value * 100:.1f}%".replace(".0%", "%")
+
+
+def flops(value: float | None) -> str:
+    """FLOP/s with an SI prefix: ``312 TFLOP/s``, ``5.21 GFLOP/s``."""
+    if value is None or math.isnan(value):
+        return "-"
+    for prefix, size in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6)):
+        if value >= size:
+            return f"{_three(value / size)} {prefix}FLOP/s"
+    return f"{_three(value)} FLOP/s"
+
+
+def joules(value: float | None) -> str:
+    """Energy: ``0.521 J``, ``12.4 kJ``, ``3.1 kWh``."""
+    if value is None or math.isnan(value):
+        return "-"
+    if value >= 3.6e6:
+        return f"{_three(value / 3.6e6)} kWh"
+    if value >= 1e3:
+        return f"{_three(value / 1e3)} kJ"
+    if value >= 1:
+        return f"{_three(value)} J"
+    return f"{_three(value * 1e3)} mJ"
+
+
+def _three(value: float) -> str:
+    """Three significant figures, without an exponent."""
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"

@@ -297,3 +297,57 @@ def test_more_xdist_workers_than_gpus_is_a_usage_error(gpu_project: pytest.Pytes
     result.stderr.fnmatch_lines(
         [f"*-n {gpus + 1} starts {gpus + 1} workers, but only {gpus} CUDA device*use -n {gpus}*"]
     )
+
+
+def test_flops_peak_and_energy_of_a_cuda_step() -> None:
+    """The first sample counts the step's FLOPs on meta tensors, finds the GPU's row in the
+    peaks table (or says why not), and reads NVML's energy counter around the timed steps."""
+    import dataclasses
+
+    from torch import nn
+
+    from pytest_cnnperf import peaks
+    from pytest_cnnperf.benchmark import TrainSpec
+    from pytest_cnnperf.measuring import energy
+    from pytest_cnnperf.measuring.nvml import GpuMonitor
+    from pytest_cnnperf.measuring.sample import SamplePlan, take_sample
+    from pytest_cnnperf.measuring.workload import build_train
+    from pytest_cnnperf.policy import CUDA
+
+    device = torch.device("cuda:0")
+    model = nn.Sequential(
+        nn.Conv2d(3, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(32, 10),
+    )
+    workload = build_train(model, TrainSpec(batch_size=16, image_size=(32, 32), amp="bf16"), device)
+    timing = dataclasses.replace(CUDA.timing, min_time_s=0.3)
+    sample, env = take_sample(
+        workload,
+        device,
+        SamplePlan(timing, calibrate=False),
+        memory_pass=False,
+        in_process=True,
+        flops_pass=True,
+    )
+    assert sample.flops is not None
+    assert sample.flops.method == "meta"
+    assert sample.flops.phases["forward"] == 2 * 16 * 32 * 3 * 9 * 32 * 32 + 2 * 16 * 32 * 10
+    assert sample.peak is not None
+    assert sample.peak.precision == "bf16"
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    if peaks.lookup(env.device_name, sms).row is not None:
+        assert sample.peak.source == "table"
+        assert sample.peak.flops_per_s is not None
+    else:
+        assert sample.peak.source == "unknown"
+    monitor = GpuMonitor.open(0)
+    if monitor is not None and energy.probe_for(device, monitor) is not None:
+        assert sample.energy is not None
+        assert sample.energy.source == "nvml"
+        assert sample.energy.joules > 0
+        assert sample.energy.items == 16 * len(sample.step_times_s)
+    else:
+        assert sample.energy is None

@@ -104,6 +104,15 @@ class GpuMonitor:
                 return cls(pynvml, handle, ignore_pids)
         return None
 
+    @property
+    def library(self) -> Any:
+        """The ``pynvml`` module (for readers of their own, such as ``energy``)."""
+        return self._nvml
+
+    @property
+    def handle(self) -> Any:
+        return self._handle
+
     def driver_version(self) -> str | None:
         version = _guard(self._nvml.nvmlSystemGetDriverVersion)
         return version.decode() if isinstance(version, bytes) else version

@@ -1,6 +1,7 @@
 """One sample: warm up, time a block of steps, time the calibration workload, measure peak
-memory in a pass of its own, and read the GPU's health and the CPU's contention around it all;
-then describe the environment the figures belong to."""
+memory in a pass of its own, and read the GPU's health and the CPU's contention around it all
+and the device's energy over the timed steps; in a benchmark's first sample, count the step's
+FLOPs and find the device's peak; then describe the environment the figures belong to."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from ..peaks import PeakSetting
 from ..policy import TimingPolicy
-from ..results import DeviceHealth, Environment, Sample
-from . import calibration, compiled, cpuload, environment, memory, nvml
+from ..results import DeviceHealth, Environment, Peak, Sample, StepFlops
+from . import calibration, compiled, cpuload, energy, environment, flops, memory, nvml
+from .peak import find as find_peak
 from .timing import Clock, CpuClock, CudaClock, time_steps
 from .workload import Workload
 
@@ -24,6 +27,8 @@ class SamplePlan:
     calibrate: bool = True
     #: the kind of machine the baselines apply to, when the user named it
     machine: str | None = None
+    #: the device's peak as the project states it (``cnnperf_peak_tflops``)
+    peak_tflops: PeakSetting | None = None
 
 
 def clock_for(device: Any) -> Clock:
@@ -39,10 +44,12 @@ def take_sample(
     in_process: bool,
     ignore_pids: frozenset[int] = frozenset(),
     clock: Clock | None = None,
+    flops_pass: bool = False,
 ) -> tuple[Sample, Environment]:
     """Measure one sample of ``workload`` on ``device``. ``memory_pass``: also measure peak
     memory; ``ignore_pids``: our own processes, which NVML must not count as other users of
-    the GPU."""
+    the GPU; ``flops_pass``: also count the step's FLOPs and find the device's peak (once per
+    benchmark: they do not vary)."""
     policy = plan.timing
     cuda = device.type == "cuda"
     clock = clock or clock_for(device)
@@ -52,7 +59,8 @@ def take_sample(
     cpu_before = None if cuda else cpuload.snapshot()
     if workload.compiled:
         workload.compiled.start()
-    timed = time_steps(workload.phases, clock, policy, per_step_wall=not cuda)
+    probe = energy.probe_for(device, monitor)
+    timed = time_steps(workload.phases, clock, policy, per_step_wall=not cuda, probe=probe)
     compilation = workload.compiled.figures(timed) if workload.compiled else None
     cpu_contention = None
     if cpu_before is not None:
@@ -68,6 +76,8 @@ def take_sample(
     elif memory_pass:
         peak = memory.cpu_peak(workload, policy.memory_steps)
     health: DeviceHealth | None = nvml.assess(readings)
+    counted, device_peak = _efficiency(workload, device, plan) if flops_pass else (None, None)
+    used = probe.energy(workload.items_per_step * len(timed.step_times_s)) if probe else None
     sample = Sample(
         **vars(timed),
         calibration_s=calibration_s,
@@ -77,6 +87,9 @@ def take_sample(
         cpu_contention=cpu_contention,
         compilation=compilation,
         calibration_unit=calibration_unit,
+        flops=counted,
+        peak=device_peak,
+        energy=used,
     )
     driver = nvml.driver_version(monitor) if cuda else None
     env = environment.capture(device, plan.machine, driver)
@@ -89,3 +102,16 @@ def _threads() -> int:
     import torch
 
     return int(torch.get_num_threads())
+
+
+def _efficiency(
+    workload: Workload, device: Any, plan: SamplePlan
+) -> tuple[StepFlops | None, Peak | None]:
+    """The step's FLOPs (after the timed steps and the memory pass: a real step counted here
+    is no cold step) and the peak they are measured against."""
+    counted = flops.count(workload.phases, workload.items_per_step, workload.count_on_meta)
+    if counted is None:
+        return None, None
+    if device.type == "cuda":
+        clock_for(device).sync()
+    return counted, find_peak(device, workload.precision, counted, plan.peak_tflops)

@@ -101,6 +101,16 @@ class CudaClock:
         return float(start.elapsed_time(end)) / 1000.0
 
 
+class BlockProbe(Protocol):
+    """Reads something over the timed block alone (the device's energy counter): ``start``
+    right after the block's first synchronisation, ``stop`` right after its last, both
+    outside the timed interval."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
 def run_step(phases: Sequence[Phase], clock: Clock) -> list[Any]:
     """Run one step, marking before the first phase and after each one."""
     marks = [clock.mark()]
@@ -146,29 +156,42 @@ def steps_for(step_estimate_s: float, policy: TimingPolicy) -> int:
     return max(policy.min_steps, min(policy.max_steps, wanted))
 
 
-def time_block(phases: Sequence[Phase], clock: Clock, steps: int) -> tuple[float, list[list[Any]]]:
+def time_block(
+    phases: Sequence[Phase], clock: Clock, steps: int, probe: BlockProbe | None = None
+) -> tuple[float, list[list[Any]]]:
     """Time ``steps`` steps back to back; returns the synchronised wall time and each step's
     marks. Nothing inside the block waits for the device."""
     clock.sync()
+    if probe:
+        probe.start()
     start = clock.now()
     marks = [run_step(phases, clock) for _ in range(steps)]
     clock.sync()
-    return clock.now() - start, marks
+    wall = clock.now() - start
+    if probe:
+        probe.stop()
+    return wall, marks
 
 
 def time_steps(
-    phases: Sequence[Phase], clock: Clock, policy: TimingPolicy, *, per_step_wall: bool
+    phases: Sequence[Phase],
+    clock: Clock,
+    policy: TimingPolicy,
+    *,
+    per_step_wall: bool,
+    probe: BlockProbe | None = None,
 ) -> TimedSteps:
     """Warm up, then time one block and summarise it.
 
     ``per_step_wall``: the sample's figure is the median of per-step times (CPU, where marks
     are wall-clock readings); otherwise it is the block's synchronised wall time per step (CUDA).
+    ``probe``: read over the timed block alone (see :class:`BlockProbe`).
     """
     cold, warmup_steps, steady = warm_up(phases, clock, policy)
     estimate = _synced_step_time(phases, clock)
     steps = steps_for(estimate, policy)
     clock.reserve(steps * (len(phases) + 1))
-    wall, marks = time_block(phases, clock, steps)
+    wall, marks = time_block(phases, clock, steps, probe)
     names = [name for name, _ in phases]
     per_phase: dict[str, list[float]] = {name: [] for name in names}
     totals = []

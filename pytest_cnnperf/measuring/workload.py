@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..benchmark import OPTIMIZERS, InferenceSpec, TrainSpec
+from . import flops
 from .compiled import Compiled
+from .flops import Counts
 from .timing import Phase
 
 
@@ -33,6 +35,11 @@ class Workload:
     model: Any = None
     #: compiled benchmarks: the compiled functions and the watch over their steps
     compiled: Compiled | None = None
+    #: the precision the step computes in (``fp32``, ``bf16``, ``fp16``); ``None``: unknown
+    precision: str | None = None
+    #: the step's FLOPs counted on meta tensors (``measuring.flops``); ``None``: count a real
+    #: step instead
+    count_on_meta: Callable[[], Counts] | None = None
 
 
 def make_optimizer(
@@ -225,6 +232,10 @@ def build_train(model: Any, spec: TrainSpec, device: Any) -> Workload:
             optimizer.step()
 
         phases = [("step", capture(whole_step, settle, device))]
+
+    def count_on_meta() -> Counts:
+        return flops.count_train_on_meta(module, images, targets, loss_fn)
+
     return Workload(
         phases=phases,
         items_per_step=spec.batch_size,
@@ -233,6 +244,9 @@ def build_train(model: Any, spec: TrainSpec, device: Any) -> Workload:
         settle=_nothing if spec.cuda_graphs else settle,
         model=model,
         compiled=compiled,
+        precision=spec.amp or "fp32",
+        # an optimizer of the user's own may multiply matrices: count a real step
+        count_on_meta=None if callable(spec.optimizer) else count_on_meta,
     )
 
 
@@ -276,6 +290,8 @@ def build_inference(model: Any, spec: InferenceSpec, device: Any) -> Workload:
         static_bytes=static_bytes,
         model=model,
         compiled=compiled,
+        precision=spec.amp or "fp32",
+        count_on_meta=lambda: flops.count_inference_on_meta(model, images),
     )
 
 

@@ -70,6 +70,12 @@ def benchmark(result: BenchmarkResult, several: bool) -> dict[str, Any] | None:
         extra["throughput_change"] = -d.throughput.change
     if d.memory is not None:
         extra["memory_change"] = d.memory.change
+    if m.achieved_flops_per_s is not None:
+        extra["achieved_flops_per_s"] = m.achieved_flops_per_s
+    if m.utilisation is not None:
+        extra["mfu"] = m.utilisation
+    if (energy := m.energy) is not None and energy.long_enough:
+        extra[f"joules_per_{m.unit.removesuffix('s')}"] = energy.joules_per_item
     if result.environment is not None:
         extra["environment"] = result.environment.describe()
     return {

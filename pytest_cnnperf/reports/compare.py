@@ -109,9 +109,9 @@ def environment_lines(old: Loaded, new: Loaded) -> list[str]:
     return text.columns(["environment", f"OLD {old.path}", f"NEW {new.path}", ""], body)
 
 
-def _pair_row(p: Pair) -> list[str]:
+def _pair_row(p: Pair, flops: bool = False) -> list[str]:
     unit = p.new.unit
-    return [
+    row = [
         p.new.test,
         table.short_key(p.new.config),
         units.rate(p.old.items_per_second, unit),
@@ -120,8 +120,10 @@ def _pair_row(p: Pair) -> list[str]:
         units.nbytes(p.old.peak_allocated_bytes),
         units.nbytes(p.new.peak_allocated_bytes),
         units.change(p.memory_change),
-        str(p.verdict),
     ]
+    if flops:
+        row += [units.flops(p.old.achieved_flops_per_s), units.flops(p.new.achieved_flops_per_s)]
+    return [*row, str(p.verdict)]
 
 
 HEADERS = [
@@ -135,6 +137,7 @@ HEADERS = [
     "change",
     "verdict",
 ]
+FLOPS_HEADERS = ["old FLOP/s", "new FLOP/s"]
 
 
 def lines(
@@ -146,7 +149,11 @@ def lines(
 ) -> list[str]:
     """The comparison as the command prints it."""
     out = [*environment_lines(old, new), ""]
-    out += text.columns(HEADERS, [_pair_row(p) for p in pairs], right=range(2, 8))
+    # achieved FLOP/s of each side, where either side's results file has them
+    flops = any(r.flops_per_item is not None for p in pairs for r in (p.old, p.new))
+    headers = [*HEADERS[:-1], *FLOPS_HEADERS, HEADERS[-1]] if flops else HEADERS
+    rows = [_pair_row(p, flops) for p in pairs]
+    out += text.columns(headers, rows, right=range(2, len(headers) - 1))
     counts = Counter(p.verdict for p in pairs)
     verdicts = ", ".join(f"{counts[v]} {v}" for v in table.VERDICT_ORDER if counts[v])
     geomean = math.exp(statistics.fmean(math.log(p.speedup) for p in pairs))
@@ -160,6 +167,11 @@ def lines(
         f"{units.percent(threshold)} (one-sided Mann-Whitney test on the per-sample step times) "
         f"or peak memory grown beyond {units.percent(memory_threshold)}",
     ]
+    if flops:
+        out.append(
+            "FLOP/s: each side's counted FLOPs per step (torch.utils.flop_counter) over its "
+            "step time"
+        )
     for label, records in (("OLD", matching.only_old), ("NEW", matching.only_new)):
         if records:
             out.append(f"only in {label}: " + ", ".join(f"{r.test} [{r.key}]" for r in records))

@@ -50,16 +50,28 @@ def lines(records: Sequence[Record], images: int, dataset: str | None) -> list[s
         f"Time per epoch of {what} at the measured throughput (data loading not included)",
         "",
     ]
-    body = [
-        [
+    # energy per epoch where a benchmark's energy was measured over a long enough window
+    energy = any(p.record.joules_per_item is not None for p in projections)
+    body = []
+    for p in projections:
+        row = [
             p.record.test,
             table.short_key(p.record.config),
             units.rate(p.record.items_per_second, p.record.unit),
             duration(p.seconds),
         ]
-        for p in projections
-    ]
-    out += text.columns(["test", "benchmark", "throughput", "epoch"], body, right=(2, 3))
+        if energy:
+            per_item = p.record.joules_per_item
+            row.append(units.joules(per_item * images) if per_item is not None else "-")
+        body.append(row)
+    headers = ["test", "benchmark", "throughput", "epoch", *(["energy"] if energy else [])]
+    out += text.columns(headers, body, right=range(2, len(headers)))
+    if energy:
+        out += [
+            "",
+            "energy: per image over the timed steps, from the device's energy counter, times the "
+            "images of an epoch (the device only: not the host, the cooling or data loading)",
+        ]
     if others:
         out += [
             "",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .. import explain, units
-from ..results import BenchmarkResult
+from ..results import BenchmarkResult, Measurement
 from . import table
 
 PREFIX = "cnnperf."
@@ -55,11 +55,33 @@ def properties(result: BenchmarkResult) -> list[tuple[str, str]]:
                 ("graph_breaks", str(len(m.graph_breaks))),
                 ("recompiles", str(m.recompiles)),
             ]
+        props += _efficiency(m)
     if d.baseline_file:
         props.append(("baseline_file", d.baseline_file))
     if result.error:
         props.append(("error", result.error))
     return [(PREFIX + name, value) for name, value in props]
+
+
+def _efficiency(m: Measurement) -> list[tuple[str, str]]:
+    props = []
+    if m.flops_per_step is not None and m.achieved_flops_per_s is not None:
+        props += [
+            ("flops_per_step", _number(m.flops_per_step)),
+            ("achieved_flops_per_s", _number(m.achieved_flops_per_s)),
+        ]
+    if m.utilisation is not None and m.peak is not None and m.peak.flops_per_s:
+        props += [
+            ("peak_flops_per_s", _number(m.peak.flops_per_s)),
+            ("mfu", f"{m.utilisation:.4f}"),
+        ]
+    energy = m.energy
+    if energy is not None and energy.long_enough:
+        props += [
+            ("joules_per_item", _number(energy.joules_per_item)),
+            ("mean_power_w", _number(energy.mean_power_w)),
+        ]
+    return props
 
 
 def all_properties(results: Sequence[BenchmarkResult]) -> list[tuple[str, str]]:

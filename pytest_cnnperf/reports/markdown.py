@@ -122,6 +122,9 @@ def render(results: Sequence[BenchmarkResult], verbose: bool = False) -> str:
     notes = [f"- {_code(r.test)}: {_escape(note)}" for r in rows for note in r.notes]
     if any(r.decision.throughput for r in results):
         lines += ["", f"_{table.CHANGE_LEGEND}_"]
+    legend = table.efficiency_legend(results)
+    if legend:
+        lines += ["", *[f"_{_escape(line)}_" for line in legend]]
     if notes:
         lines += ["", "Notes:", "", *notes]
     missing = explain.missing_baselines(results)

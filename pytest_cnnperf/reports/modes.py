@@ -87,6 +87,8 @@ class Cell:
     unit: str
     #: the reference mode's step time over this one's; ``None`` where the row lacks the reference
     speedup: float | None
+    #: achieved FLOP/s, where the results file has the step's FLOPs
+    flops_per_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -213,6 +215,7 @@ def build(records: Sequence[Record], reference: str | None = None) -> ModeTable 
                 items_per_second=r.items_per_second,
                 unit=r.unit,
                 speedup=base.step_time_s / r.step_time_s if base else None,
+                flops_per_s=r.achieved_flops_per_s,
             )
             for mode, r in by_mode.items()
         }
@@ -226,6 +229,7 @@ def lines(mode_table: ModeTable) -> list[str]:
     headers = ["benchmark"] + [
         mode_table.label(m) + (" (reference)" if m == mode_table.reference else "") for m in modes
     ]
+    flops = any(c.flops_per_s is not None for row in mode_table.rows for c in row.cells.values())
     body = []
     for row in mode_table.rows:
         cells = [row.label]
@@ -233,15 +237,19 @@ def lines(mode_table: ModeTable) -> list[str]:
             cell = row.cells.get(mode)
             if cell is None:
                 cells.append("-")
-            elif mode == mode_table.reference or cell.speedup is None:
-                cells.append(units.seconds(cell.step_time_s))
-            else:
-                cells.append(f"{units.seconds(cell.step_time_s)}  {cell.speedup:.2f}x")
+                continue
+            figures = [units.seconds(cell.step_time_s)]
+            if mode != mode_table.reference and cell.speedup is not None:
+                figures.append(f"{cell.speedup:.2f}x")
+            if flops:
+                figures.append(units.flops(cell.flops_per_s))
+            cells.append("  ".join(figures))
         body.append(cells)
     reference = mode_table.label(mode_table.reference)
     head = [
         f"Step time per mode; speedup = step time in the reference mode ({reference}) / "
-        "step time in the mode",
+        "step time in the mode"
+        + ("; FLOP/s: the step's counted FLOPs over its step time" if flops else ""),
         "",
     ]
     return head + text.columns(headers, body, right=range(1, len(headers)))

@@ -54,6 +54,9 @@ class Bench:
     baseline_memory: int | None = None
     #: the gate's throughput change (positive = faster), shown next to the figures
     change: float | None = None
+    #: achieved FLOP/s and its share of the device's peak, where they were measured
+    flops_per_s: float | None = None
+    utilisation: float | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,8 @@ def bench(record: Record, result: BenchmarkResult | None, baseline: Record | Non
             else None
         ),
         change=-d.throughput.change if d and d.throughput else None,
+        flops_per_s=record.achieved_flops_per_s,
+        utilisation=record.utilisation,
     )
 
 
@@ -218,6 +223,32 @@ def _memory(ax: Any, benches: Sequence[Bench]) -> None:
     ax.margins(x=0.45)
 
 
+def _utilisation(ax: Any, benches: Sequence[Bench]) -> None:
+    """Each benchmark's achieved FLOP/s as a share of the device's peak (MFU)."""
+    top = max(((b.utilisation or 0.0) * 100 for b in benches), default=0.0)
+    for i, b in enumerate(benches):
+        if b.flops_per_s is None:
+            continue
+        y = -i - 0.2  # beside this run's throughput
+        colour = COLOURS.get(b.verdict or Verdict.OK, COLOURS[Verdict.OK])
+        share = (b.utilisation or 0.0) * 100
+        if b.utilisation is not None:
+            ax.barh(y, share, height=0.34, color=colour, alpha=0.8)
+        label = f" {share:.1f}%" if b.utilisation is not None else " peak unknown,"
+        ax.annotate(
+            f"{label} {units.flops(b.flops_per_s)}",
+            (share, y),
+            va="center",
+            fontsize=7.5,
+            color=colour,
+        )
+    ax.set_xlabel("MFU (% of the peak)")
+    # room on the right for the figures written after the bars
+    ax.set_xlim(0, max(top, 1.0) * 2.4)
+    ax.grid(axis="x", color="#e4e4e4", zorder=0)
+    ax.set_axisbelow(True)
+
+
 def _modes(ax: Any, table_: modes.ModeTable) -> None:
     others = [m for m in table_.modes if m != table_.reference]
     width = 0.8 / max(len(others), 1)
@@ -252,15 +283,25 @@ def draw(pic: Picture, path: Path) -> None:
     n = len(pic.benches)
     top_h = 0.55 * n + 1.0
     mode_h = 0.32 * len(pic.modes.rows) * max(len(pic.modes.modes) - 1, 1) + 1.0 if pic.modes else 0
-    fig = figure_class(figsize=(11, top_h + mode_h + 0.6), dpi=90, layout="constrained")
+    # a third chart, the utilisation of each benchmark, where FLOPs were counted
+    mfu = any(b.flops_per_s is not None for b in pic.benches)
+    widths = (2.6, 1, 1) if mfu else (2.6, 1)
+    fig = figure_class(
+        figsize=(14 if mfu else 11, top_h + mode_h + 0.6), dpi=90, layout="constrained"
+    )
     if pic.modes:
-        grid = fig.add_gridspec(2, 2, width_ratios=(2.6, 1), height_ratios=(top_h, mode_h))
+        grid = fig.add_gridspec(2, len(widths), width_ratios=widths, height_ratios=(top_h, mode_h))
     else:
-        grid = fig.add_gridspec(1, 2, width_ratios=(2.6, 1))
+        grid = fig.add_gridspec(1, len(widths), width_ratios=widths)
     ax_t = fig.add_subplot(grid[0, 0])
     ax_m = fig.add_subplot(grid[0, 1], sharey=ax_t)
     _throughput(ax_t, pic.benches)
     _memory(ax_m, pic.benches)
+    if mfu:
+        ax_u = fig.add_subplot(grid[0, 2], sharey=ax_t)
+        _utilisation(ax_u, pic.benches)
+        ax_u.tick_params(axis="y", labelleft=False)
+        ax_u.set_title("utilisation of the peak (MFU)", fontsize=9, loc="left")
     ax_t.set_yticks([-i for i in range(n)], [b.label for b in pic.benches])
     ax_t.tick_params(axis="y", labelsize=8)
     ax_m.tick_params(axis="y", labelleft=False)

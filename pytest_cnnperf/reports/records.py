@@ -46,6 +46,12 @@ class Record:
     compile_cold_s: float | None = None
     compile_warm_s: float | None = None
     graph_breaks: int | None = None
+    #: the step's counted FLOPs per item, where a results file has them
+    flops_per_item: float | None = None
+    #: the device's peak for the precision used, where it is known
+    peak_flops_per_s: float | None = None
+    #: energy per item over the timed steps, where the window was long enough to show it
+    joules_per_item: float | None = None
 
     @property
     def test(self) -> str:
@@ -77,6 +83,19 @@ class Record:
     def peak_allocated_bytes(self) -> int | None:
         return int(statistics.median(self.peak_bytes)) if self.peak_bytes else None
 
+    @property
+    def achieved_flops_per_s(self) -> float | None:
+        if self.flops_per_item is None:
+            return None
+        return self.flops_per_item * self.items_per_second
+
+    @property
+    def utilisation(self) -> float | None:
+        achieved = self.achieved_flops_per_s
+        if achieved is None or not self.peak_flops_per_s:
+            return None
+        return achieved / self.peak_flops_per_s
+
 
 def from_result(result: BenchmarkResult) -> Record | None:
     """The record of a result that has a measurement (``None`` for one that failed)."""
@@ -95,6 +114,11 @@ def from_result(result: BenchmarkResult) -> Record | None:
         compile_cold_s=m.compile_time("cold"),
         compile_warm_s=m.compile_time("warm"),
         graph_breaks=len(m.graph_breaks) if m.compilations else None,
+        flops_per_item=m.flops.per_item if m.flops else None,
+        peak_flops_per_s=m.peak.flops_per_s if m.peak else None,
+        joules_per_item=energy.joules_per_item
+        if (energy := m.energy) and energy.long_enough
+        else None,
     )
 
 

@@ -17,6 +17,7 @@ from ..results import (
     NewGraphBreaks,
     Verdict,
 )
+from . import efficiency
 
 #: the order verdicts are counted in, worst first
 VERDICT_ORDER = (
@@ -49,6 +50,10 @@ class Row:
     recompiles: str
     step: str
     phases: str
+    #: achieved FLOP/s, utilisation of the device's peak, energy per item
+    flops: str
+    mfu: str
+    energy: str
     notes: tuple[str, ...] = ()
 
 
@@ -73,6 +78,9 @@ COLUMNS = (
     Column("compile", "compile cold / warm", figure=True),
     Column("graph_breaks", "breaks", figure=True),
     Column("recompiles", "recompiles", figure=True),
+    Column("flops", "FLOP/s", figure=True),
+    Column("mfu", "MFU", figure=True),
+    Column("energy", "energy", figure=True),
 )
 #: shown with ``-v`` and in ``cnnperf show``
 DETAIL_COLUMNS = (
@@ -91,6 +99,9 @@ OPTIONAL = frozenset(
         "graph_breaks",
         "recompiles",
         "phases",
+        "flops",
+        "mfu",
+        "energy",
     }
 )
 
@@ -159,6 +170,7 @@ def row(result: BenchmarkResult) -> Row:
             f"{result.config.world_size} ranks, step time of the slowest; scaling efficiency "
             f"{m.scaling_efficiency:.0%} against one rank alone"
         )
+    notes.extend(efficiency.notes(m))
     return Row(
         verdict=str(d.verdict),
         test=test,
@@ -172,6 +184,9 @@ def row(result: BenchmarkResult) -> Row:
         **_compiled(m),
         step=units.seconds(m.step_time_s),
         phases=phase_text,
+        flops=efficiency.achieved(m),
+        mfu=efficiency.utilisation(m),
+        energy=efficiency.energy(m),
         notes=tuple(notes),
     )
 
@@ -238,3 +253,8 @@ def environments(results: Sequence[BenchmarkResult]) -> list[Environment]:
         if result.environment is not None:
             seen.setdefault(result.environment.describe(), result.environment)
     return list(seen.values())
+
+
+def efficiency_legend(results: Sequence[BenchmarkResult]) -> list[str]:
+    """What the efficiency columns mean and where the peaks come from (none without them)."""
+    return efficiency.legend([r.measurement for r in results if r.measurement])

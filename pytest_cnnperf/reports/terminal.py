@@ -37,6 +37,7 @@ def styled_lines(
     out.append((header, None))
     out += [(line, r.decision.verdict) for line, r in zip(body, results, strict=True)]
     notes = [f"note: {r.test}: {note}" for r in rows for note in r.notes]
+    notes[:0] = table.efficiency_legend(results)
     if any(r.decision.throughput for r in results):
         notes.insert(0, table.CHANGE_LEGEND)
     if notes:

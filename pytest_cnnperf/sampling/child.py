@@ -75,6 +75,7 @@ class ChildSampler:
             memory_pass=job.memory,
             in_process=False,
             ignore_pids=frozenset({job.parent_pid}),
+            flops_pass=job.flops,
         )
         return ChildReport(taken=TakenSample(sample, environment))
 

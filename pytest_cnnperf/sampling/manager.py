@@ -72,6 +72,9 @@ class Target:
     world_size: int = 1
     #: how many of the samples taken (the first ones) also measure peak memory
     memory_samples: int = 0
+    #: how many of the samples taken (the first ones) also count the step's FLOPs: one, as
+    #: they do not vary; none when more samples are taken of a benchmark that has them
+    flops_samples: int = 1
 
 
 class Sampler(Protocol):
@@ -118,6 +121,7 @@ class InProcessSampler:
                             target.plan,
                             memory_pass=i < target.memory_samples,
                             in_process=True,
+                            flops_pass=i < target.flops_samples,
                         )
                     )
                     for i in range(count)
@@ -322,6 +326,7 @@ class ProcessSampler:
                     rendezvous=rendezvous,
                     parent_pid=os.getpid(),
                     memory=i < target.memory_samples,
+                    flops=i < target.flops_samples,
                 )
                 for rank in range(target.world_size)
             ]

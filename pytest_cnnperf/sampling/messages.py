@@ -74,6 +74,8 @@ class Job:
     parent_pid: int = 0
     #: whether this sample also measures peak memory
     memory: bool = True
+    #: whether this sample also counts the step's FLOPs (the benchmark's first)
+    flops: bool = False
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,7 @@ JOB: Document[Job] = Document(
         Field("rendezvous", Nullable(STR)),
         Field("parent_pid", INT),
         Field("memory", BOOL),
+        Field("flops", BOOL, default=False),
     ),
     "job ",
 )

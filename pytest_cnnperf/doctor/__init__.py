@@ -1,0 +1,59 @@
+"""``cnnperf doctor``: is this machine fit to benchmark on? Read-only: it changes nothing.
+
+Each finding says what was found, why it matters and the command that fixes it, as pyperf's
+``system show`` does: the CPU's checks (``doctor.cpu``) read files under ``/proc`` and ``/sys``,
+the GPUs' (``doctor.gpu``) read NVML. No torch here: the session's one-line warning
+(:func:`session_warning`) runs before any test, in the pytest process that forks the sample
+processes, where initialising CUDA would break them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from .cpu import cpu_section
+from .findings import Section, render, warnings
+from .gpu import gpu_sections, load_nvml
+
+__all__ = ["examine", "render", "session_warning", "warnings"]
+
+
+def examine(
+    root: Path = Path("/"), nvml: tuple[Any | None, str | None] | None = None
+) -> list[Section]:
+    """Every check, as ``cnnperf doctor`` runs them."""
+    module, problem = load_nvml() if nvml is None else nvml
+    return [cpu_section(root), *gpu_sections(module, problem)]
+
+
+def session_warning(
+    device_type: str,
+    root: Path = Path("/"),
+    nvml: tuple[Any | None, str | None] | None = None,
+) -> str | None:
+    """One line for the start of a benchmark session when the machine is not fit, from the
+    cheap checks (a few file reads; NVML on a CUDA run), or ``None``."""
+    cpu = cpu_section(root, steal_interval_s=None)
+    found = [f for f in warnings([cpu]) if device_type != "cuda" or f.topic == "load"]
+    if device_type == "cuda":
+        module, problem = load_nvml() if nvml is None else nvml
+        if module is not None:
+            try:
+                found += warnings(gpu_sections(module, problem))
+            finally:
+                if nvml is None:  # the sample processes forked later start NVML afresh
+                    _shutdown(module)
+    if not found:
+        return None
+    what = "; ".join(dict.fromkeys(f.brief or f"{f.topic}: {f.found}" for f in found))
+    return (
+        f"this machine is not fit to benchmark on: {what}; `cnnperf doctor` says why and how "
+        "to fix it"
+    )
+
+
+def _shutdown(module: Any) -> None:
+    with contextlib.suppress(Exception):  # NVML raises many error classes; none matters here
+        module.nvmlShutdown()
