@@ -278,3 +278,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     state.save_baselines()
     outputs.write_session_reports(state, outputs.benchmark_info(session.config))
+    if state.history is not None:  # last: a history out of reach costs nothing else
+        from .history import record
+
+        record.append(state, session.config.rootpath, state.results)
