@@ -207,7 +207,7 @@ def _creep(reason: Creep) -> str:
     runs = "its last run" if reason.runs == 1 else f"its last {reason.runs} runs"
     return (
         f"creep: worse than the best of {runs} on this machine in the history "
-        f"({commit}{reason.best_recorded}): {'; '.join(figures)}"
+        f"({commit}{reason.best_recorded.replace('T', ' ')[:16]}): {'; '.join(figures)}"
     )
 
 

@@ -58,6 +58,11 @@ def pytest_configure(config: pytest.Config) -> None:
     from .session import Session
 
     requested = configuration.resolve("cpu")
+    if requested[settings.CREEP] is not None and requested[settings.HISTORY] is None:
+        raise pytest.UsageError(
+            "the creep gate (--cnnperf-creep, cnnperf_creep) compares with a history: give one "
+            "with --cnnperf-history=TARGET or the ini setting cnnperf_history"
+        )
     slot = workers.worker_slot(config)
     if slot and requested[settings.DEVICE].kind != "cpu" and device.cuda_device_count() > 0:
         workers.pin_gpu(slot[0])  # before anything initialises CUDA

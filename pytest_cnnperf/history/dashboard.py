@@ -20,7 +20,7 @@ from typing import Any
 
 from .. import units
 from .series import Analysis
-from .views import _when, change_point_line, creep_line
+from .views import change_point_line, creep_line, when
 
 INSTALL = "pip install 'pytest-cnnperf[plot]'"
 
@@ -35,12 +35,12 @@ body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
        color: #1d1d1f; max-width: 1180px; }
 h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 17px; margin: 28px 0 8px; }
 .sub { color: #666; margin-bottom: 18px; }
-table { border-collapse: collapse; margin: 8px 0 16px; }
+table { border-collapse: collapse; margin: 8px 0 16px; font-size: 13px; }
 th, td { padding: 4px 10px; border-bottom: 1px solid #e3e3e3; text-align: left;
          vertical-align: middle; }
 th { font-weight: 600; background: #f6f6f6; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-td.nw, th { white-space: nowrap; }
+td.nw { white-space: nowrap; }
 .bad { color: #b3261e; font-weight: 600; } .good { color: #2e7d32; }
 .chart svg { max-width: 100%; height: auto; }
 .spark svg { width: 180px; height: 42px; display: block; }
@@ -280,16 +280,15 @@ def _document(title: str, body: list[str]) -> str:
     )
 
 
-def _trend_cell(analysis: Analysis) -> tuple[str, str]:
+def _creep_cells(analysis: Analysis) -> str:
+    """The "from best" and "trend" cells of a series' row."""
     creep = analysis.creep
     if creep is None:
-        return "-", "-"
-    css = ' class="bad"' if creep.creeping else ""
-    return (
-        f'<td class="n">{_e(units.change(-creep.loss))}</td>',
-        f'<td class="n"><span{css}>{_e(units.change(creep.slope))}/run'
-        f"{' creeping' if creep.creeping else ''}</span></td>",
-    )
+        return '<td class="n">-</td><td class="n">-</td>'
+    trend = f"{units.change(creep.slope)}/run"
+    if creep.creeping:
+        trend = f'<span class="bad">{_e(trend)} creeping</span>'
+    return f'<td class="n">{_e(units.change(-creep.loss))}</td><td class="n">{trend}</td>'
 
 
 def index_page(analyses: Sequence[Analysis], target: str, runs: int, generated: str) -> str:
@@ -303,9 +302,6 @@ def index_page(analyses: Sequence[Analysis], target: str, runs: int, generated: 
             if points
             else "none"
         )
-        from_best, trend = _trend_cell(analysis)
-        if from_best == "-":
-            from_best, trend = '<td class="n">-</td>', '<td class="n">-</td>'
         rows.append(
             "<tr>"
             f'<td><a href="{_e(page_name(i, analysis))}">{_e(series.test_id)}</a><br>'
@@ -314,11 +310,11 @@ def index_page(analyses: Sequence[Analysis], target: str, runs: int, generated: 
             f'<td class="n">{len(series.points)}</td>'
             f'<td class="spark">{sparkline(analysis)}</td>'
             f'<td class="n">{_e(units.rate(last.throughput, series.unit))}</td>'
-            f"{from_best}{trend}"
+            f"{_creep_cells(analysis)}"
             f'<td class="n">{latest_step}</td>'
             f'<td class="n">{_e(units.nbytes(last.peak_bytes))}</td>'
-            f'<td class="nw"><code>{_e(last.run.short_commit())}</code> '
-            f"{_e(_when(last.run.recorded))}</td>"
+            f'<td class="nw"><code>{_e(last.run.short_commit())}</code><br>'
+            f"{_e(when(last.run.recorded))}</td>"
             "</tr>"
         )
     head = (
@@ -369,7 +365,7 @@ def series_page(analysis: Analysis, target: str) -> str:
             f'<td class="n">{i + 1}</td>'
             f"<td><code>{_e(point.run.short_commit())}</code></td>"
             f"<td>{_e(point.run.branch or '-')}</td>"
-            f"<td>{_e(_when(point.run.recorded))}</td>"
+            f"<td>{_e(when(point.run.recorded))}</td>"
             f'<td class="n">{_e(units.rate(point.throughput, series.unit))} ±{spread:.0%}</td>'
             f'<td class="n">{_e(units.nbytes(point.peak_bytes))}</td>'
             f"<td>{_e(point.result.decision.verdict)}</td>"

@@ -8,11 +8,9 @@ a gap. The series are plain data; ``analyse`` (numpy, scipy and ruptures) adds t
 from __future__ import annotations
 
 import fnmatch
-import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .. import units
 from ..results import BenchmarkResult, Environment, Measurement
 from .changepoints import ChangePoint
 from .runs import Entry, RunInfo
@@ -187,10 +185,3 @@ def analyse(series: Series, window: int = 20) -> Analysis:
         memory_changes=tuple(memory_changes(series.points)),
         creep=trend.view(values, window=window),
     )
-
-
-def describe_memory(series: Series) -> str:
-    peaks = [p.peak_bytes for p in series.points if p.peak_bytes is not None]
-    if not peaks:
-        return "not measured"
-    return units.nbytes(statistics.median(peaks))

@@ -11,7 +11,7 @@ from .series import Analysis, Series
 from .trend import CreepView
 
 
-def _when(recorded: str) -> str:
+def when(recorded: str) -> str:
     """``2026-11-30T21:02:05Z`` -> ``2026-11-30 21:02``."""
     return recorded.replace("T", " ")[:16]
 
@@ -78,7 +78,7 @@ def runs_table(analysis: Analysis, rows: int) -> list[str]:
                 str(i + 1),
                 point.run.short_commit(),
                 point.run.branch or "-",
-                _when(point.run.recorded),
+                when(point.run.recorded),
                 f"{units.rate(point.throughput, series.unit)} ±{spread:.0%}",
                 units.nbytes(point.peak_bytes),
                 ", ".join(marks.get(i, [])),

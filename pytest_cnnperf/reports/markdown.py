@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .. import units
+from .. import explain, units
 from ..results import BenchmarkResult, Comparison, Verdict
 from . import table
 
@@ -79,6 +79,9 @@ def _attention(results: Sequence[BenchmarkResult]) -> list[str]:
                 for c in (d.throughput, d.memory)
                 if c and c.verdict is Verdict.REGRESSED
             ]
+            creep = explain.creep_of(d)
+            if creep:
+                what.append(_escape(explain.reason_text(creep)))
             lines.append(f"- {ICON[d.verdict]} {name}: {'; '.join(what)}")
         elif d.verdict is Verdict.ERROR:
             lines.append(f"- {ICON[d.verdict]} {name}: {_escape(result.error or 'error')}")

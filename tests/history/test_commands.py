@@ -281,3 +281,15 @@ def test_dashboard_into_a_file_is_refused(
         err
         == f"cnnperf dashboard: {tmp_path / 'site'} is a file; give a folder for the dashboard\n"
     )
+
+
+def test_history_of_a_postgresql_database(capsys: pytest.CaptureFixture[str], pg_url: str) -> None:
+    with open_store(pg_url) as target:
+        for run_info, results in known.history(("step",)):
+            target.append(run_info, results)
+    status, out, _ = run(capsys, "history", "--history", pg_url, "--rows", "1")
+    assert status == 0
+    lines = out.splitlines()
+    assert lines[0] == f"history {store.display(pg_url)}: 40 runs, 1 series"
+    assert lines[3] == "  change points:"
+    assert lines[4].startswith("    run 2")

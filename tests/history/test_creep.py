@@ -123,7 +123,7 @@ def test_the_failure_says_it_is_the_history_and_how_to_accept_it() -> None:
     )
     assert lines[1] == (
         f"  note: creep: worse than the best of its last 5 runs on this machine in the history "
-        f"(commit {known.commit(2)[:7]}, {known.run_info(2).recorded}): throughput "
+        f"(commit {known.commit(2)[:7]}, 2026-11-01 06:00): throughput "
         f"{reason.comparisons[0].current:.0f} images/s against 200 images/s, "
         f"-{change * 100:.1f}% (fails below -10%)"
     )
@@ -153,3 +153,19 @@ def creep_comparison(decision: Decision):  # type: ignore[no-untyped-def]
     reason = explain.creep_of(decision)
     assert reason is not None
     return reason.comparisons[0]
+
+
+def test_the_markdown_summary_names_the_creep() -> None:
+    from pytest_cnnperf.reports import markdown
+
+    decision = judged(measurement(0.048, seed=9))
+    result = BenchmarkResult(
+        "test_m.py::test_m", CONFIG.key(), CONFIG, decision, ENV, measurement(0.048, seed=9)
+    )
+    text = markdown.render([result])
+    assert text.startswith("### ❌ cnnperf: 1 of 1 benchmark regressed\n")
+    (line,) = [line for line in text.splitlines() if line.startswith("- ❌")]
+    assert line.startswith(
+        "- ❌ `test_m` (m bs=8 64x64): creep: worse than the best of its last 5 runs on this "
+        "machine in the history"
+    )

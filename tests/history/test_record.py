@@ -227,7 +227,7 @@ def test_the_creep_gate_fails_a_slowdown_the_baseline_was_resaved_over(
             "of its recent runs in the history)",
             "*  throughput  * images/s now, * images/s in the baseline: *(fails below -30%)",
             "*  note: creep: worse than the best of its last 2 runs on this machine in the history "
-            "(20*Z): throughput * images/s against * images/s, -*% (fails below -30%)",
+            "(20* *:*): throughput * images/s against * images/s, -*% (fails below -30%)",
             "*  To accept it, run: pytest --cnnperf --cnnperf-creep-accept test_bench.py::test_a",
         ]
     )
@@ -274,4 +274,16 @@ def test_help_lists_the_history_settings(pytester: pytest.Pytester) -> None:
         result.stdout.fnmatch_lines([f"  {ini} (string):*"])
     result.stdout.fnmatch_lines(
         ["  cnnperf_creep_runs (string):", "*creep gate takes the best", "*of. Default: 10"]
+    )
+
+
+def test_the_creep_gate_without_a_history_is_a_usage_error(project: pytest.Pytester) -> None:
+    add_ini(project, "cnnperf_creep = 10%\n")
+    result = project.runpytest("--cnnperf")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: the creep gate (--cnnperf-creep, cnnperf_creep) compares with a history: give "
+            "one with --cnnperf-history=TARGET or the ini setting cnnperf_history"
+        ]
     )
