@@ -96,10 +96,6 @@ class HistoryProblem(Exception):
         super().__init__(f"history {target}: {problem}")
 
 
-def is_url(target: Path | str) -> bool:
-    return isinstance(target, str)
-
-
 def display(target: Path | str) -> str:
     """The history as messages name it: a path relative to here, a URL without its password."""
     if isinstance(target, Path):
@@ -170,16 +166,14 @@ _INSERT_RESULT = (
 )
 
 
-def _result_rows(
-    run_id: int, run: RunInfo, results: Sequence[BenchmarkResult]
-) -> list[tuple[Any, ...]]:
+def _result_rows(run: RunInfo, results: Sequence[BenchmarkResult]) -> list[tuple[Any, ...]]:
+    """The rows of ``results``, without their run's id (first in the table)."""
     rows = []
     for result in results:
         m = result.measurement
         machine = result.environment.machine if result.environment else run.machine
         rows.append(
             (
-                run_id,
                 result.test_id,
                 result.key,
                 machine or "unknown",
@@ -190,6 +184,17 @@ def _result_rows(
             )
         )
     return rows
+
+
+def _checked_rows(
+    name: str, run: RunInfo, results: Sequence[BenchmarkResult]
+) -> list[tuple[Any, ...]]:
+    """The rows to store, or a problem for a result JSON cannot hold (a non-finite number)."""
+    try:
+        return _result_rows(run, results)
+    except ValueError as exc:
+        problem = f"a result cannot be stored: {exc}"
+    raise HistoryProblem(name, problem)
 
 
 class Store(AbstractContextManager["Store"]):
@@ -253,10 +258,19 @@ class SqliteStore(Store):
         problem = self._check_path(create)
         if problem:
             raise HistoryProblem(self.name, problem)
-        if create:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(path, timeout=LOCK_TIMEOUT_S, isolation_level=None)
-        problem = None
+        try:
+            if create:
+                path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            problem = f"its folder cannot be made ({exc.strerror}: {exc.filename})"
+        if problem:
+            raise HistoryProblem(self.name, problem)
+        try:
+            self.conn = sqlite3.connect(path, timeout=LOCK_TIMEOUT_S, isolation_level=None)
+        except sqlite3.Error as exc:
+            problem = f"it cannot be opened ({_first_line(exc)})"
+        if problem:
+            raise HistoryProblem(self.name, problem)
         try:
             self._prepare()
         except sqlite3.Error as exc:
@@ -329,12 +343,13 @@ class SqliteStore(Store):
         self.conn.execute("COMMIT")
 
     def append(self, run: RunInfo, results: Sequence[BenchmarkResult]) -> int:
+        rows = _checked_rows(self.name, run, results)
         problem = None
         try:
             with self._write():
                 cursor = self.conn.execute(_INSERT_RUN, _run_row(run))
                 run_id = int(cursor.lastrowid or 0)
-                self.conn.executemany(_INSERT_RESULT, _result_rows(run_id, run, results))
+                self.conn.executemany(_INSERT_RESULT, [(run_id, *row) for row in rows])
         except sqlite3.Error as exc:
             problem = self._explain(exc)
         if problem:
@@ -423,12 +438,14 @@ class PostgresStore(Store):
         raise HistoryProblem(self.name, problem)
 
     def append(self, run: RunInfo, results: Sequence[BenchmarkResult]) -> int:
+        rows = _checked_rows(self.name, run, results)
+
         def insert(conn: Any) -> int:
             run_id = int(
                 conn.execute(_sql(_INSERT_RUN) + " RETURNING id", _run_row(run)).fetchone()[0]
             )
             with conn.cursor() as cursor:
-                cursor.executemany(_sql(_INSERT_RESULT), _result_rows(run_id, run, results))
+                cursor.executemany(_sql(_INSERT_RESULT), [(run_id, *row) for row in rows])
             return run_id
 
         run_id: int = self._run(insert)

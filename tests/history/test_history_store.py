@@ -167,6 +167,31 @@ def test_a_file_that_is_not_a_history_is_refused(
     assert str(raised.value) == f"history {store.display(path)}: {problem}"
 
 
+def test_a_file_in_the_way_of_the_folder_is_one_message(tmp_path: Path) -> None:
+    (tmp_path / "perf").write_text("")
+    path = tmp_path / "perf" / "history.db"
+    with pytest.raises(HistoryProblem) as raised:
+        open_store(path, create=True)
+    assert str(raised.value) == (
+        f"history {store.display(path)}: its folder cannot be made (File exists: "
+        f"{tmp_path / 'perf'})"
+    )
+
+
+def test_a_result_json_cannot_hold_is_one_message(tmp_path: Path) -> None:
+    result = known.result("flat", 0)
+    broken = dataclasses.replace(
+        result, decision=dataclasses.replace(result.decision, machine_speed=float("nan"))
+    )
+    with open_store(tmp_path / "h.db", create=True) as history:
+        with pytest.raises(HistoryProblem) as raised:
+            history.append(known.run_info(0), [broken])
+        assert history.entries() == []
+    assert str(raised.value).endswith(
+        "h.db: a result cannot be stored: cannot store the non-finite number nan"
+    )
+
+
 def test_a_locked_file_is_a_problem_after_the_timeout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
