@@ -171,9 +171,15 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _count(text: str) -> int:
-    if text.isdigit() and int(text) >= 0:
+    if text.isdigit():
         return int(text)
-    raise argparse.ArgumentTypeError(f"{text!r} is not a number of runs; use e.g. 20")
+    raise argparse.ArgumentTypeError(f"{text!r} is not a number of runs; use e.g. 20 (or 0)")
+
+
+def _window(text: str) -> int:
+    if text.isdigit() and int(text) >= 2:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"{text!r} is not a number of runs; use 2 or more, e.g. 20")
 
 
 def _history_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -200,7 +206,7 @@ def _history_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
     )
     history.add_argument("--history", metavar="TARGET", help=target_help)
     history.add_argument("--machine", metavar="NAME", help="Only runs on this kind of machine")
-    history.add_argument("--window", metavar="N", type=_count, default=20, help=window_help)
+    history.add_argument("--window", metavar="N", type=_window, default=20, help=window_help)
     history.add_argument(
         "--rows",
         metavar="N",
@@ -220,7 +226,7 @@ def _history_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
     dashboard.add_argument("pattern", metavar="PATTERN", nargs="?", help="Only these benchmarks")
     dashboard.add_argument("--history", metavar="TARGET", help=target_help)
     dashboard.add_argument("--machine", metavar="NAME", help="Only runs on this kind of machine")
-    dashboard.add_argument("--window", metavar="N", type=_count, default=20, help=window_help)
+    dashboard.add_argument("--window", metavar="N", type=_window, default=20, help=window_help)
 
     comment = commands.add_parser(
         "comment",
@@ -233,7 +239,7 @@ def _history_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "file", metavar="RESULTS", type=Path, help="Results file (--cnnperf-json) of the run"
     )
     comment.add_argument("--history", metavar="TARGET", help=target_help)
-    comment.add_argument("--window", metavar="N", type=_count, default=20, help=window_help)
+    comment.add_argument("--window", metavar="N", type=_window, default=20, help=window_help)
     comment.add_argument(
         "-o", "--output", metavar="PATH", type=Path, help="Write it to a file. Default: print it"
     )

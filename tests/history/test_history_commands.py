@@ -293,3 +293,42 @@ def test_history_of_a_postgresql_database(capsys: pytest.CaptureFixture[str], pg
     assert lines[0] == f"history {store.display(pg_url)}: 40 runs, 1 series"
     assert lines[3] == "  change points:"
     assert lines[4].startswith("    run 2")
+
+
+def test_a_window_of_fewer_than_two_runs_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], history: Path
+) -> None:
+    with pytest.raises(SystemExit) as raised:
+        main(["history", "--history", str(history), "--window", "1"])
+    assert raised.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        "argument --window: '1' is not a number of runs; use 2 or more, e.g. 20\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("tox.ini", "[pytest]\ncnnperf_history = h.db\n"),
+        ("setup.cfg", "[metadata]\nname = x\n\n[tool:pytest]\ncnnperf_history = h.db\n"),
+        ("pytest.ini", "[pytest]\ncnnperf_history = postgresql://db.example/perf\n"),
+    ],
+)
+def test_the_target_is_read_from_each_kind_of_pytest_configuration(
+    tmp_path: Path, name: str, text: str
+) -> None:
+    from pytest_cnnperf.history.commands import configured_target
+
+    (tmp_path / name).write_text(text)
+    expected = "postgresql://db.example/perf" if "postgresql" in text else tmp_path / "h.db"
+    assert configured_target(tmp_path) == expected
+
+
+def test_a_pytest_ini_without_the_setting_ends_the_search(tmp_path: Path) -> None:
+    from pytest_cnnperf.history.commands import configured_target
+
+    (tmp_path / "tox.ini").write_text("[pytest]\ncnnperf_history = h.db\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "pytest.ini").write_text("[pytest]\n")
+    assert configured_target(tmp_path / "sub") is None
+    assert configured_target(tmp_path) == tmp_path / "h.db"
