@@ -1,8 +1,9 @@
 """The ``cnnperf`` command: results and baselines outside pytest.
 
 ``compare`` two runs, ``show`` one file, tabulate ``modes``, project ``epoch`` times, ``plot`` a
-results file, list the ``models`` that ``model_factory`` builds, and check with ``doctor``
-whether this machine is fit to benchmark on. Exit status: 0; 1 when ``compare
+results file, list the ``models`` that ``model_factory`` builds, check with ``doctor``
+whether this machine is fit to benchmark on, and read the run ``history`` (``dashboard``,
+``comment``; see ``pytest_cnnperf.history.commands``). Exit status: 0; 1 when ``compare
 --fail-on-regression`` found a regression or ``doctor`` a warning; 2 for a usage error or a file
 that cannot be used, with a one-line message naming the file and the problem.
 """
@@ -163,6 +164,8 @@ def parser() -> argparse.ArgumentParser:
     )
     plot.add_argument("--reference", metavar="MODE", help="Reference mode of the speedup chart")
 
+    _history_parsers(commands)
+
     commands.add_parser(
         "doctor",
         help="Say whether this machine is fit to benchmark on, and how to fix what is not",
@@ -182,12 +185,89 @@ def parser() -> argparse.ArgumentParser:
     return main
 
 
+def _count(text: str) -> int:
+    if text.isdigit():
+        return int(text)
+    raise argparse.ArgumentTypeError(f"{text!r} is not a number of runs; use e.g. 20 (or 0)")
+
+
+def _window(text: str) -> int:
+    if text.isdigit() and int(text) >= 2:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"{text!r} is not a number of runs; use 2 or more, e.g. 20")
+
+
+def _history_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``history``, ``dashboard`` and ``comment``: the run history (--cnnperf-history)."""
+    target_help = (
+        "A SQLite file or a postgresql:// URL. Default: cnnperf_history of the pytest "
+        "configuration found from the current folder up"
+    )
+    window_help = "Recent runs the creep view compares with their best. Default: 20"
+
+    history = commands.add_parser(
+        "history",
+        help="Each benchmark's runs in the history, with change points and creep",
+        description="Per benchmark and machine: the series of runs over commits, its change "
+        "points (the commit range, the step's size and its p-value), how far the latest runs are "
+        "from the best of the recent ones, and the runs themselves.",
+    )
+    history.add_argument(
+        "pattern",
+        metavar="PATTERN",
+        nargs="?",
+        help="Only benchmarks whose test id or "
+        "configuration contains it or matches it as a glob (e.g. resnet or '*amp=bf16*')",
+    )
+    history.add_argument("--history", metavar="TARGET", help=target_help)
+    history.add_argument("--machine", metavar="NAME", help="Only runs on this kind of machine")
+    history.add_argument("--window", metavar="N", type=_window, default=20, help=window_help)
+    history.add_argument(
+        "--rows",
+        metavar="N",
+        type=_count,
+        default=20,
+        help="Latest runs listed per benchmark (0: all). Default: 20",
+    )
+
+    dashboard = commands.add_parser(
+        "dashboard",
+        help="Write the history as a static site (needs matplotlib)",
+        description="Write OUT_DIR/index.html, a summary of every benchmark linking to a page "
+        "with its throughput and peak memory over the runs, change points and environment "
+        "changes marked. Static files: open index.html, no server, works offline.",
+    )
+    dashboard.add_argument("out_dir", metavar="OUT_DIR", type=Path, help="Folder to write")
+    dashboard.add_argument("pattern", metavar="PATTERN", nargs="?", help="Only these benchmarks")
+    dashboard.add_argument("--history", metavar="TARGET", help=target_help)
+    dashboard.add_argument("--machine", metavar="NAME", help="Only runs on this kind of machine")
+    dashboard.add_argument("--window", metavar="N", type=_window, default=20, help=window_help)
+
+    comment = commands.add_parser(
+        "comment",
+        help="The Markdown of a pull-request comment for a run",
+        description="This run against its baselines (from its results file) and, where a "
+        "history is configured, each benchmark's trend in it, as Markdown that starts with a "
+        "hidden marker (<!-- cnnperf-comment -->) so a CI step can update its comment.",
+    )
+    comment.add_argument(
+        "file", metavar="RESULTS", type=Path, help="Results file (--cnnperf-json) of the run"
+    )
+    comment.add_argument("--history", metavar="TARGET", help=target_help)
+    comment.add_argument("--window", metavar="N", type=_window, default=20, help=window_help)
+    comment.add_argument(
+        "-o", "--output", metavar="PATH", type=Path, help="Write it to a file. Default: print it"
+    )
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     args = parser().parse_args(_with_bare_flags(sys.argv[1:] if argv is None else argv))
     stream = out or sys.stdout
+    from .history.commands import CommandProblem
+
     try:
         lines, status = _run(args)
-    except Problem as exc:
+    except (Problem, CommandProblem) as exc:
         print(f"cnnperf {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     stream.write("\n".join(lines) + "\n")
@@ -208,6 +288,20 @@ def _run(args: argparse.Namespace) -> tuple[list[str], int]:
         return _plot(args.file, args.output, args.against, args.reference), EXIT_OK
     if command == "doctor":
         return _doctor()
+    if command in ("history", "dashboard", "comment"):
+        from .history import commands
+
+        if command == "history":
+            lines = commands.history(
+                args.history, args.pattern, args.machine, args.window, args.rows
+            )
+        elif command == "dashboard":
+            lines = commands.dashboard(
+                args.out_dir, args.history, args.pattern, args.machine, args.window
+            )
+        else:
+            lines = commands.comment(args.file, args.history, args.window, args.output)
+        return lines, EXIT_OK
     return _models(), EXIT_OK
 
 

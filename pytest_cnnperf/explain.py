@@ -13,6 +13,7 @@ from .results import (
     CalibrationChanged,
     Comparison,
     CompileComparison,
+    Creep,
     CudaGraphsSkipped,
     Decision,
     Disturbance,
@@ -49,6 +50,16 @@ def display_path(path: os.PathLike[str] | str) -> str:
 
 def save_command(nodeid: str) -> str:
     return f"pytest --cnnperf --cnnperf-save {shlex.quote(nodeid)}"
+
+
+def accept_creep_command(nodeid: str, save: bool = False) -> str:
+    also = " --cnnperf-save" if save else ""
+    return f"pytest --cnnperf{also} --cnnperf-creep-accept {shlex.quote(nodeid)}"
+
+
+def creep_of(decision: Decision) -> Creep | None:
+    """The creep gate's reason, when it failed the benchmark."""
+    return next((r for r in decision.reasons if isinstance(r, Creep)), None)
 
 
 def comparison_lines(comparison: Comparison, unit: str, alpha: float) -> list[str]:
@@ -143,13 +154,20 @@ def failure(result: BenchmarkResult, alpha: float) -> str:
     head = f"cnnperf: {result.key}"
     lines: list[str] = []
     compiled = compile_failures(decision)
+    creep = creep_of(decision)
+    baseline_regressed = [
+        c.metric
+        for c in (decision.throughput, decision.memory)
+        if c and c.verdict is Verdict.REGRESSED
+    ]
     if decision.verdict is Verdict.REGRESSED:
-        what = [
-            c.metric
-            for c in (decision.throughput, decision.memory)
-            if c and c.verdict is Verdict.REGRESSED
-        ]
-        lines.append(f"{head} regressed ({' and '.join(what + compiled)})")
+        what = (
+            [" and ".join(baseline_regressed + compiled)] if baseline_regressed or compiled else []
+        )
+        if creep:
+            metrics = " and ".join(c.metric for c in creep.comparisons)
+            what.append(f"{metrics} against the best of its recent runs in the history")
+        lines.append(f"{head} regressed ({'; '.join(what)})")
     elif compiled:
         lines.append(f"{head} failed ({' and '.join(compiled)})")
     elif decision.verdict is Verdict.NEW:
@@ -186,7 +204,14 @@ def failure(result: BenchmarkResult, alpha: float) -> str:
             "  Re-run it, measure more with --cnnperf-effort=thorough, or widen the threshold "
             "with @pytest.mark.cnnperf(threshold=...)."
         )
-    if decision.verdict is Verdict.NEW and "recompiles" in compiled:
+    if creep and not baseline_regressed:
+        lines.append("  To accept it, run: " + accept_creep_command(result.test_id))
+    elif creep:
+        lines.append(
+            "  To accept it as the new baseline and in the history, run: "
+            + accept_creep_command(result.test_id, save=True)
+        )
+    elif decision.verdict is Verdict.NEW and "recompiles" in compiled:
         lines.append(
             "  No baseline is recorded while it recompiles: its steady figure would include "
             "compiling."
@@ -332,8 +357,32 @@ def _disturbed(reason: Disturbed) -> str:
     return f"the machine was busy: {samples}"
 
 
+def _creep(reason: Creep) -> str:
+    commit = f"commit {reason.best_commit[:7]}, " if reason.best_commit else ""
+    figures = []
+    for c in reason.comparisons:
+        if c.metric == "throughput":
+            figures.append(
+                f"throughput {units.rate(c.current, reason.unit)} against "
+                f"{units.rate(c.baseline, reason.unit)}, {units.change(-c.change)} "
+                f"(fails below -{units.percent(c.threshold)})"
+            )
+        else:
+            figures.append(
+                f"peak memory {units.nbytes(c.current)} against {units.nbytes(c.baseline)}, "
+                f"{units.change(c.change)} (fails above +{units.percent(c.threshold)})"
+            )
+    runs = "its last run" if reason.runs == 1 else f"its last {reason.runs} runs"
+    return (
+        f"creep: worse than the best of {runs} on this machine in the history "
+        f"({commit}{reason.best_recorded.replace('T', ' ')[:16]}): {'; '.join(figures)}"
+    )
+
+
 def reason_text(reason: Reason) -> str:
     """One of the gate's reasons as a sentence."""
+    if isinstance(reason, Creep):
+        return _creep(reason)
     if isinstance(reason, MachineDrift):
         if reason.verdicts is None:
             return f"{_machine(reason.ratio)}; throughput compared after allowing for it"

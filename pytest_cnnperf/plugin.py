@@ -58,6 +58,11 @@ def pytest_configure(config: pytest.Config) -> None:
     from .session import Session
 
     requested = configuration.resolve("cpu")
+    if requested[settings.CREEP] is not None and requested[settings.HISTORY] is None:
+        raise pytest.UsageError(
+            "the creep gate (--cnnperf-creep, cnnperf_creep) compares with a history: give one "
+            "with --cnnperf-history=TARGET or the ini setting cnnperf_history"
+        )
     slot = workers.worker_slot(config)
     if slot and requested[settings.DEVICE].kind != "cpu":
         workers.pin_worker_gpu(slot[0], device.cuda_device_count)  # before anything counts
@@ -342,6 +347,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     ):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     outputs.write_session_reports(state, outputs.benchmark_info(session.config))
+    if state.history is not None:  # last: a history out of reach costs nothing else
+        from .history import record
+
+        record.append(state, session.config.rootpath, state.results)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -807,6 +807,21 @@ class CudaGraphsSkipped:
 
 
 @dataclass(frozen=True)
+class Creep:
+    """The benchmark is worse than the best of its recent runs on this machine in the history by
+    more than the creep threshold (``--cnnperf-creep``), whatever its baseline says."""
+
+    #: the metrics past the threshold, each against the best run's figure
+    comparisons: tuple[Comparison, ...]
+    #: the recent runs the best was taken from
+    runs: int
+    #: the best run: its commit (``None`` when unknown) and when it was recorded
+    best_commit: str | None
+    best_recorded: str
+    unit: str = "images"
+
+
+@dataclass(frozen=True)
 class Remark:
     """A note as text, as a results file keeps it."""
 
@@ -825,6 +840,7 @@ Reason = (
     | Recompiled
     | SlowerCompile
     | CudaGraphsSkipped
+    | Creep
     | Remark
 )
 

@@ -32,6 +32,7 @@ from .results import (
     Decision,
     Disturbance,
     Disturbed,
+    Environment,
     Measurement,
     Verdict,
 )
@@ -41,6 +42,9 @@ from .session import Session
 from .settings import (
     CALIBRATION,
     COMPILE_TIME_THRESHOLD,
+    CREEP,
+    CREEP_ACCEPT,
+    CREEP_RUNS,
     EFFORT,
     MACHINE,
     MEMORY_THRESHOLD,
@@ -421,14 +425,39 @@ class CnnPerf:
         test, key = self._location.test, config.key()
         entry = store.entry(machine, module, test, key)
         elsewhere = () if entry else tuple(store.machines_with(module, test, key))
-        return gate.decide(
-            _measurement(config, taken),
+        measurement = _measurement(config, taken)
+        decision = gate.decide(
+            measurement,
             taken[0].environment,
             entry,
             settings,
             explain.display_path(path),
             elsewhere=tuple(m for m in elsewhere if m != machine),
         )
+        return self._creep(decision, measurement, taken[0].environment, config, settings)
+
+    def _creep(
+        self,
+        decision: Decision,
+        measurement: Measurement,
+        environment: Environment,
+        config: BenchConfig,
+        settings: gate.GateSettings,
+    ) -> Decision:
+        """With ``--cnnperf-creep`` and a history: the creep gate's verdict added."""
+        threshold, history = self._settings[CREEP], self._session.history
+        if threshold is None or history is None or self._settings[CREEP_ACCEPT]:
+            return decision
+        runs = self._settings[CREEP_RUNS]
+        recent = history.recent(self._location.nodeid, config.key(), environment.machine, runs)
+        if recent is None:
+            self._session.warn(
+                f"{history.problem}; the creep gate (--cnnperf-creep) was not applied"
+            )
+            return decision
+        from .history import creep
+
+        return creep.judge(decision, measurement, environment, recent, settings, threshold)
 
     def _result(
         self, config: BenchConfig, taken: list[TakenSample], decision: Decision, started: float

@@ -54,6 +54,12 @@ class Session:
         from .settings import BASELINES
 
         self.store = BaselineStore(self.settings[BASELINES])
+        from .history.record import HistoryLink
+        from .settings import HISTORY
+
+        target = self.settings[HISTORY]
+        #: the run history (``--cnnperf-history``), read by the creep gate
+        self.history = HistoryLink(target) if target is not None else None
         self.results: list[BenchmarkResult] = []
         #: baselines to write at the end: (machine, module) -> entries
         self.pending: dict[tuple[str, str], Entries] = defaultdict(dict)

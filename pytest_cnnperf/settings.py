@@ -164,6 +164,23 @@ def parse_path(value: object) -> Path:
     return Path(str(value))
 
 
+HISTORY_SCHEMES = ("postgresql", "postgres")
+
+
+def parse_history(value: object) -> Path | str:
+    """A SQLite file's path, or a ``postgresql://`` URL (kept as the text it is)."""
+    text = str(value).strip()
+    scheme = text.split("://", 1)[0].lower() if "://" in text else None
+    if scheme in HISTORY_SCHEMES:
+        return text
+    if not text or scheme is not None:
+        raise ValueError(
+            f"{value!r} is not a history; use a SQLite file's path such as .cnnperf/history.db, "
+            "or a PostgreSQL URL such as postgresql://user@host:5432/perf"
+        )
+    return Path(text)
+
+
 AMP_CHOICES = ("off", "fp16", "bf16")
 
 
@@ -539,6 +556,43 @@ BENCHMARK_JSON_REPORT: Setting[Path | None] = Setting(
     metavar="PATH",
     path=True,
 )
+HISTORY: Setting[Path | str | None] = Setting(
+    "history",
+    parse_history,
+    "Append every benchmarked run (results, samples, environment, git commit, CI run) to a "
+    "history: a SQLite file, or a postgresql:// URL shared by many runners",
+    flag="--cnnperf-history",
+    metavar="TARGET",
+    ini=True,
+    path=True,
+)
+CREEP: Setting[float | None] = Setting(
+    "creep",
+    parse_loss_threshold,
+    "With a history: also fail a benchmark whose throughput or peak memory is worse than the "
+    "best of its recent runs on this machine by more than this, e.g. 10%, whatever its "
+    "baseline says",
+    flag="--cnnperf-creep",
+    metavar="PCT",
+    ini=True,
+)
+CREEP_RUNS = Setting(
+    "creep_runs",
+    positive_int("a number of runs", 10),
+    "Recent runs of the history the creep gate takes the best of",
+    ini=True,
+    default=10,
+    show=str,
+)
+CREEP_ACCEPT = Setting(
+    "creep_accept",
+    parse_bool,
+    "Accept this run's figures: the creep gate does not judge it, and compares later runs "
+    "only with the runs from this one on",
+    flag="--cnnperf-creep-accept",
+    switch=True,
+    default=False,
+)
 ZOO_MODELS: Setting[tuple[str, ...] | None] = Setting(
     "zoo_models",
     parse_names,
@@ -613,6 +667,10 @@ SETTINGS: tuple[Setting[Any], ...] = (
     MARKDOWN_REPORT,
     PLOT_REPORT,
     BENCHMARK_JSON_REPORT,
+    HISTORY,
+    CREEP,
+    CREEP_RUNS,
+    CREEP_ACCEPT,
     ZOO_MODELS,
     ZOO_BATCH_SIZE,
     ZOO_IMAGE_SIZE,
@@ -761,7 +819,7 @@ class Configuration:
                 value, base = self.ini[setting], self.rootdir
             else:
                 value, base = setting.default_for(device_type), self.rootdir
-            if setting.path and value is not None:
+            if setting.path and isinstance(value, Path):  # not a URL
                 value = base / value
             values[setting] = value
         return Settings(values)

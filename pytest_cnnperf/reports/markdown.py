@@ -83,6 +83,9 @@ def _attention(results: Sequence[BenchmarkResult]) -> list[str]:
                 for c in (d.throughput, d.memory)
                 if c and c.verdict is Verdict.REGRESSED
             ]
+            creep = explain.creep_of(d)
+            if creep:
+                compiled.append(explain.reason_text(creep))
             icon = ICON[Verdict.REGRESSED]
             lines.append(f"- {icon} {name}: {_escape('; '.join(what + compiled))}")
         elif d.verdict is Verdict.ERROR:

@@ -1,0 +1,204 @@
+"""The ``cnnperf history``, ``cnnperf dashboard`` and ``cnnperf comment`` commands.
+
+Each finds the history the way a pytest run would (``--history TARGET``, else the
+``cnnperf_history`` ini setting of the pytest configuration found from the current folder up),
+reads it once, and renders what it found. Every problem is a :class:`CommandProblem` whose
+message names the file or history; the ``cnnperf`` command prints it and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import configparser
+import datetime
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import settings
+from .series import Analysis, analyse, build
+from .store import HistoryProblem, display, open_store
+
+#: pytest's configuration files, in the order it looks for them in each folder, and the
+#: section that holds its settings (``None``: pyproject.toml's ``[tool.pytest.ini_options]``)
+CONFIG_FILES = (
+    ("pytest.ini", "pytest"),
+    (".pytest.ini", "pytest"),
+    ("pyproject.toml", None),
+    ("tox.ini", "pytest"),
+    ("setup.cfg", "tool:pytest"),
+)
+NO_TARGET = (
+    "no history given: use --history TARGET (a SQLite file or a postgresql:// URL), or set "
+    "cnnperf_history in the pytest configuration ([tool.pytest.ini_options] or pytest.ini)"
+)
+
+
+class CommandProblem(Exception):
+    """What the command cannot do with what it was given; the message says why."""
+
+
+def _toml(path: Path) -> dict[str, Any] | None:
+    """``[tool.pytest.ini_options]`` of a pyproject.toml, ``None`` when it has none."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        try:
+            import tomli as tomllib
+        except ImportError:
+            return None
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    section = data.get("tool", {}).get("pytest", {}).get("ini_options")
+    return section if isinstance(section, dict) else None
+
+
+def configured_target(folder: Path) -> Path | str | None:
+    """``cnnperf_history`` from the pytest configuration file that applies in ``folder`` (the
+    first of pytest's files with a pytest section, from ``folder`` up), relative to its folder;
+    ``None`` when it sets none."""
+    for directory in (folder, *folder.parents):
+        for name, section in CONFIG_FILES:
+            path = directory / name
+            if not path.is_file():
+                continue
+            if section is None:
+                options = _toml(path)
+                if options is None:
+                    continue
+                value = options.get("cnnperf_history")
+            else:
+                parser = configparser.ConfigParser(interpolation=None)
+                try:
+                    parser.read(path, encoding="utf-8")
+                except configparser.Error:
+                    continue
+                if not parser.has_section(section):
+                    if name.endswith("pytest.ini"):
+                        return None  # pytest.ini is pytest's even without a [pytest] section
+                    continue
+                value = parser.get(section, "cnnperf_history", fallback=None)
+            if not value or not str(value).strip():
+                return None
+            try:
+                target = settings.parse_history(value)
+            except ValueError as exc:
+                raise CommandProblem(f"{path}: cnnperf_history = {value!r}: {exc}") from None
+            return directory / target if isinstance(target, Path) else target
+    return None
+
+
+def resolve_target(given: str | None, folder: Path) -> Path | str:
+    if given is not None:
+        try:
+            return settings.parse_history(given)
+        except ValueError as exc:
+            raise CommandProblem(f"--history: {exc}") from None
+    target = configured_target(folder)
+    if target is None:
+        raise CommandProblem(NO_TARGET)
+    return target
+
+
+def require_ruptures() -> None:
+    try:
+        import ruptures  # noqa: F401
+    except ImportError:
+        raise CommandProblem(
+            "the history's change points are found with ruptures, which is not installed; "
+            "install it with pip install 'pytest-cnnperf[history]'"
+        ) from None
+
+
+def read(
+    target: Path | str, pattern: str | None, machine: str | None, window: int
+) -> tuple[list[Analysis], int]:
+    """The analysed series of the history and how many runs it holds."""
+    require_ruptures()
+    try:
+        with open_store(target) as store:
+            entries = store.entries(machine)
+    except HistoryProblem as exc:
+        raise CommandProblem(str(exc)) from None
+    runs = len({e.run_id for e in entries})
+    series = build(entries, pattern, machine)
+    if not series:
+        what = f"no benchmark matching {pattern!r}" if pattern else "no measured benchmark"
+        where = f" on {machine}" if machine else ""
+        raise CommandProblem(f"history {display(target)}: {what}{where} ({runs} runs in it)")
+    return [analyse(s, window) for s in series], runs
+
+
+def history(
+    given: str | None, pattern: str | None, machine: str | None, window: int, rows: int
+) -> list[str]:
+    from .views import lines
+
+    target = resolve_target(given, Path.cwd())
+    analyses, runs = read(target, pattern, machine, window)
+    return lines(display(target), analyses, runs, rows)
+
+
+def dashboard(
+    folder: Path, given: str | None, pattern: str | None, machine: str | None, window: int
+) -> list[str]:
+    from . import dashboard as site
+
+    target = resolve_target(given, Path.cwd())
+    analyses, runs = read(target, pattern, machine, window)
+    generated = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    try:
+        written = site.write(folder, analyses, display(target), runs, generated)
+    except site.DashboardError as exc:
+        raise CommandProblem(str(exc)) from None
+    except OSError as exc:
+        raise CommandProblem(f"{folder}: cannot write the dashboard ({exc.strerror})") from None
+    return [f"wrote {written[0]} and {len(written) - 1} page(s) for {len(analyses)} series"]
+
+
+def comment(results_path: Path, given: str | None, window: int, output: Path | None) -> list[str]:
+    """The comment's Markdown (printed, or written to ``output``)."""
+    from ..reports.records import FileProblem, load
+    from .comment import render
+
+    try:
+        loaded = load(results_path)
+    except FileProblem as exc:
+        raise CommandProblem(str(exc)) from None
+    if loaded.kind != "results" or not loaded.results:
+        raise CommandProblem(
+            f"{results_path}: it holds no benchmark results; give the file of "
+            "pytest --cnnperf --cnnperf-json=PATH"
+        )
+    target: Path | str | None
+    try:
+        target = resolve_target(given, Path.cwd())
+    except CommandProblem:
+        if given is not None:
+            raise
+        target = None  # no history configured: the comment is this run alone
+    analyses: Sequence[Analysis] | None = None
+    if target is not None:
+        require_ruptures()
+        try:
+            with open_store(target) as store:
+                entries = store.entries()
+        except HistoryProblem as exc:
+            raise CommandProblem(str(exc)) from None
+        wanted = {
+            (r.test_id, r.key, r.environment.machine) for r in loaded.results if r.environment
+        }
+        analyses = [
+            analyse(s, window) for s in build(entries) if (s.test_id, s.key, s.machine) in wanted
+        ]
+    text = render(loaded.results, analyses, display(target) if target else None, window)
+    if output is None:
+        return text.rstrip("\n").split("\n")
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise CommandProblem(f"{output}: cannot write the comment ({exc.strerror})") from None
+    return [f"wrote {output}"]
