@@ -82,6 +82,10 @@ def pytest_configure(config: pytest.Config) -> None:
             f"{problem}; name a folder, or leave the setting out for baselines/ under the rootdir"
         )
     config.stash[SESSION] = session
+    if session.device_type == "cpu":  # before the zygote forks: sample processes inherit it
+        from .measuring import heap
+
+        heap.keep()
     config.stash[SAMPLING] = Sampling(
         run_device, session.settings[settings.INPROCESS], session.settings[settings.SAMPLE_TIMEOUT]
     )
@@ -109,6 +113,10 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     mode = "recording baselines" if values[settings.SAVE] else "gating against baselines"
     where = display_path(values[settings.BASELINES])
     lines = [f"cnnperf: {session.device}, measured {how}; {mode} in {where}"]
+    from .measuring import heap
+
+    if heap.KEPT:
+        lines.append(f"cnnperf: {heap.KEPT}")
     from .doctor import session_warning
 
     unfit = session_warning(session.device_type)
