@@ -57,9 +57,21 @@ def accept_creep_command(nodeid: str, save: bool = False) -> str:
     return f"pytest --cnnperf{also} --cnnperf-creep-accept {shlex.quote(nodeid)}"
 
 
-def creep_of(decision: Decision) -> Creep | None:
-    """The creep gate's reason, when it failed the benchmark."""
-    return next((r for r in decision.reasons if isinstance(r, Creep)), None)
+#: how the creep gate's sentence begins (a results file keeps reasons as sentences)
+_CREEP_OPENING = "creep: "
+
+
+def creep_of(decision: Decision) -> Creep | Remark | None:
+    """The creep gate's reason, when it failed the benchmark (a ``Remark`` when read back from a
+    results file)."""
+    return next(
+        (
+            r
+            for r in decision.reasons
+            if isinstance(r, Creep) or (isinstance(r, Remark) and r.text.startswith(_CREEP_OPENING))
+        ),
+        None,
+    )
 
 
 def comparison_lines(comparison: Comparison, unit: str, alpha: float) -> list[str]:
@@ -165,7 +177,11 @@ def failure(result: BenchmarkResult, alpha: float) -> str:
             [" and ".join(baseline_regressed + compiled)] if baseline_regressed or compiled else []
         )
         if creep:
-            metrics = " and ".join(c.metric for c in creep.comparisons)
+            metrics = (
+                " and ".join(c.metric for c in creep.comparisons)
+                if isinstance(creep, Creep)
+                else "throughput or peak memory"
+            )
             what.append(f"{metrics} against the best of its recent runs in the history")
         lines.append(f"{head} regressed ({'; '.join(what)})")
     elif compiled:
@@ -197,30 +213,32 @@ def failure(result: BenchmarkResult, alpha: float) -> str:
         lines.append(f"  environment changed: {change}")
     for note in notes(decision, compile_failures=False):
         lines.append(f"  note: {note}")
-    if decision.baseline_file and decision.verdict is not Verdict.NEW:
+    missing = _no_baseline(decision)
+    if decision.baseline_file and missing is None:
         lines.append(f"  baseline    {decision.baseline_file}")
+    elif decision.baseline_file and decision.verdict is not Verdict.NEW:
+        lines.append(f"  no baseline in {decision.baseline_file}")
     if decision.verdict is Verdict.INCONCLUSIVE:
         lines.append(
             "  Re-run it, measure more with --cnnperf-effort=thorough, or widen the threshold "
             "with @pytest.mark.cnnperf(threshold=...)."
         )
-    if creep and not baseline_regressed:
-        lines.append("  To accept it, run: " + accept_creep_command(result.test_id))
-    elif creep:
+    if creep and baseline_regressed:
         lines.append(
             "  To accept it as the new baseline and in the history, run: "
             + accept_creep_command(result.test_id, save=True)
         )
-    elif decision.verdict is Verdict.NEW and "recompiles" in compiled:
+    elif creep:
+        lines.append("  To accept it, run: " + accept_creep_command(result.test_id))
+    if missing is not None and "recompiles" in compiled:
         lines.append(
             "  No baseline is recorded while it recompiles: its steady figure would include "
             "compiling."
         )
-    elif decision.verdict is not Verdict.NEW:
-        lines.append("  To accept this as the new baseline, run: " + save_command(result.test_id))
-    else:
+    elif missing is not None:
         lines.append("  Record one with: " + save_command(result.test_id))
-    missing = _no_baseline(decision)
+    elif compiled or not creep:  # what the creep gate's command does not accept
+        lines.append("  To accept this as the new baseline, run: " + save_command(result.test_id))
     if missing and missing.elsewhere:
         lines.append("  " + _share_hint(missing.elsewhere))
     return "\n".join(lines)

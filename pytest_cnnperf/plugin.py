@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .models import ModelFactory
     from .runner import CnnPerf
     from .session import Session
+    from .stopping import Stopping
 
 #: fixtures that make a test a benchmark (skipped without --cnnperf)
 BENCHMARK_FIXTURES = frozenset({"cnnperf", "cnnperf_device", "cudnn_mode", "model_factory"})
@@ -356,9 +357,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     outputs.write_session_reports(state, outputs.benchmark_info(session.config))
     if state.history is not None:  # last: a history out of reach costs nothing else
-        from .history import record
+        _record_history(session, state, stopping)
 
+
+def _record_history(session: pytest.Session, state: Session, stopping: Stopping) -> None:
+    """Append the run to its history, unless it was interrupted: a run cut short would be read
+    as a real one (and, with --cnnperf-creep-accept, as the creep gate's new start)."""
+    from .history import record
+
+    if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+        state.warn("the run was interrupted: it is not recorded in the history")
+        return
+    with stopping.deferred() as late:  # a run is appended whole
         record.append(state, session.config.rootpath, state.results)
+    if late:
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
+        state.warn("interrupted while recording the run in the history: it was recorded first")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -29,6 +29,7 @@ from pytest_cnnperf.results import (
     BenchConfig,
     BenchmarkResult,
     Comparison,
+    Creep,
     Decision,
     Measurement,
     MemoryPeak,
@@ -561,3 +562,49 @@ def test_reports_do_not_import_matplotlib_or_pytest_benchmark_until_used() -> No
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_a_creep_alone_is_worded_in_markdown_after_the_results_file() -> None:
+    """The creep gate's reason becomes a sentence in a results file; the PR comment and the
+    xdist controller read it back from there and must still say why the benchmark failed."""
+    creep = Creep(
+        comparisons=(throughput(0.05, 0.06, Verdict.REGRESSED),),
+        runs=10,
+        best_commit="0123456789abcdef",
+        best_recorded="2026-11-30T10:00:00Z",
+    )
+    base = result("resnet18", 0.06, Verdict.OK, base_step=0.06)
+    crept = dataclasses.replace(
+        base,
+        decision=dataclasses.replace(
+            base.decision, verdict=Verdict.REGRESSED, failed=True, reasons=(creep,)
+        ),
+    )
+    read_back = formats.RESULT.load(json.loads(json.dumps(formats.RESULT.dump(crept))), "result")
+    for shown in (crept, read_back):
+        line = next(line for line in markdown.render([shown]).splitlines() if "resnet18" in line)
+        assert "creep: worse than the best of its last 10 runs" in line, line
+        assert "commit 0123456" in line
+
+
+def test_a_creep_beside_a_missing_baseline_and_recompiles_gives_every_fix() -> None:
+    from pytest_cnnperf import explain
+    from pytest_cnnperf.results import NoBaseline, Recompiled
+
+    creep = Creep((throughput(0.05, 0.06, Verdict.REGRESSED),), 10, None, "2026-11-30T10:00:00Z")
+    base = result("resnet18", 0.06, Verdict.NEW)
+    crept = dataclasses.replace(
+        base,
+        decision=dataclasses.replace(
+            base.decision,
+            verdict=Verdict.REGRESSED,
+            failed=True,
+            baseline_file="baselines/cpu-test-2t/tests/test_perf.json",
+            reasons=(NoBaseline("cpu-test-2t", ()), Recompiled(2, ("size changed",)), creep),
+        ),
+    )
+    message = explain.failure(crept, 0.01)
+    assert "baseline    " not in message  # the file has no entry for it
+    assert "no baseline in baselines/cpu-test-2t/tests/test_perf.json" in message
+    assert "To accept it, run: pytest --cnnperf --cnnperf-creep-accept" in message
+    assert "No baseline is recorded while it recompiles" in message

@@ -86,8 +86,8 @@ def _attention(results: Sequence[BenchmarkResult]) -> list[str]:
             creep = explain.creep_of(d)
             if creep:
                 compiled.append(explain.reason_text(creep))
-            icon = ICON[Verdict.REGRESSED]
-            lines.append(f"- {icon} {name}: {_escape('; '.join(what + compiled))}")
+            said = "; ".join(what + compiled) or "; ".join(explain.notes(d)) or "regressed"
+            lines.append(f"- {ICON[Verdict.REGRESSED]} {name}: {_escape(said)}")
         elif d.verdict is Verdict.ERROR:
             lines.append(f"- {ICON[d.verdict]} {name}: {_escape(result.error or 'error')}")
         elif d.verdict is Verdict.INCONCLUSIVE and d.throughput and result.measurement:

@@ -287,3 +287,13 @@ def test_the_creep_gate_without_a_history_is_a_usage_error(project: pytest.Pytes
             "one with --cnnperf-history=TARGET or the ini setting cnnperf_history"
         ]
     )
+
+
+def test_an_interrupted_run_is_not_recorded(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_bench=BENCH + "\ndef test_c():\n    raise KeyboardInterrupt\n",
+    )
+    result = project.runpytest("--cnnperf", "--cnnperf-history=history.db")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*the run was interrupted: it is not recorded in the history*"])
+    assert not (project.path / "history.db").exists()
