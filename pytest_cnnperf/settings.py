@@ -570,8 +570,8 @@ CREEP: Setting[float | None] = Setting(
     "creep",
     parse_loss_threshold,
     "With a history: also fail a benchmark whose throughput or peak memory is worse than the "
-    "best of its recent runs on this machine by more than this, e.g. 10%, whatever its "
-    "baseline says",
+    "best of its recent runs on this machine by more than this, e.g. 10% (below 100%, for "
+    "both), whatever its baseline says",
     flag="--cnnperf-creep",
     metavar="PCT",
     ini=True,
