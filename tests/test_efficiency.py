@@ -456,6 +456,18 @@ def test_no_rapl_where_the_kernel_exposes_none_or_this_user_cannot_read_it(
     assert energy.RaplCounter.open(tmp_path) is None
 
 
+def test_no_cpu_energy_where_xdist_workers_share_the_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    rapl_tree(tmp_path, {"intel-rapl:0": ("package-0", 1, 1_000_000_000)})
+    cpu = torch.device("cpu")
+    assert energy.probe_for(cpu, root=tmp_path) is not None
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")  # the package's energy is both workers'
+    assert energy.probe_for(cpu, root=tmp_path) is None
+
+
 def test_the_probe_reads_the_counter_outside_the_timed_interval() -> None:
     events: list[str] = []
 

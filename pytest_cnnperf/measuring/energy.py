@@ -153,7 +153,12 @@ def probe_for(device: Any, gpu: Any | None = None, root: Path = Path("/")) -> En
 
 
 def _shared_package() -> bool:
-    """Whether data-parallel ranks share the CPU package: its energy is then all of theirs."""
+    """Whether other benchmarks share the CPU package: data-parallel ranks, or pytest-xdist's
+    workers (which set ``PYTEST_XDIST_WORKER_COUNT``); its energy is then all of theirs."""
+    import os
+
     import torch.distributed as dist
 
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or "1") > 1:
+        return True
     return bool(dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1)
