@@ -96,7 +96,7 @@ def _segments(analysis: Analysis) -> list[tuple[int, int, float]]:
 
 
 def chart(analysis: Analysis) -> str:
-    """Throughput (each run's samples: median and quartiles) and peak memory over the runs,
+    """Throughput (each run: its fastest sample, and its samples' quartiles) and peak memory over the runs,
     change points and environment changes marked, the creep window shaded."""
     from ..results import Spread
 
@@ -131,7 +131,7 @@ def chart(analysis: Analysis) -> str:
         marker="o",
         markersize=3.5,
         linewidth=1.2,
-        label="run: median sample",
+        label="run: fastest sample",
     )
     for start, end, level in _segments(analysis) if analysis.change_points else []:
         ax.hlines(

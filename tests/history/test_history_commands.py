@@ -73,9 +73,8 @@ def test_history_shows_each_series_with_its_change_points_and_creep(
     )
     assert lines[flat + 1] == "  change points: none"
     assert lines[flat + 2].endswith(": no steady trend")
-    table = lines.index(
-        "  run  commit   branch  recorded                 throughput   peak mem", flat
-    )
+    header = re.compile(r"  run  commit   branch  recorded +throughput +peak mem")
+    table = next(i for i in range(flat, len(lines)) if header.fullmatch(lines[i]))
     assert [line.split()[0] for line in lines[table + 1 : table + 4]] == ["38", "39", "40"]
 
 

@@ -293,7 +293,8 @@ def test_an_interrupted_run_is_not_recorded(project: pytest.Pytester) -> None:
     project.makepyfile(
         test_bench=BENCH + "\ndef test_c():\n    raise KeyboardInterrupt\n",
     )
-    result = project.runpytest("--cnnperf", "--cnnperf-history=history.db")
+    # a subprocess: in-process, the interrupt would reach the pytest that runs this test
+    result = project.runpytest_subprocess("--cnnperf", "--cnnperf-history=history.db")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*the run was interrupted: it is not recorded in the history*"])
     assert not (project.path / "history.db").exists()
