@@ -466,16 +466,36 @@ def test_the_session_warning_is_one_line_or_none(tmp_path: Path) -> None:
         tmp_path / "busy",
         {
             "/proc/loadavg": "6.64 4.74 2.59 6/132 17579",
+            "/proc/pressure/cpu": "some avg10=94.50 avg60=89.91 avg300=71.83 total=465263595",
             "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor": "powersave",
         },
     )
     assert doctor.session_warning("cpu", busy) == (
-        "this machine is not fit to benchmark on: load 1.7 per CPU, CPU pressure 0%; CPU "
+        "this machine is not fit to benchmark on: load 1.7 per CPU, CPU pressure 94%; CPU "
         "governor powersave; `cnnperf doctor` says why and how to fix it"
     )
     # a GPU run cares about the CPU's load, not its governor
     assert doctor.session_warning("cuda", busy, (None, "no NVML")) == (
-        "this machine is not fit to benchmark on: load 1.7 per CPU, CPU pressure 0%; "
+        "this machine is not fit to benchmark on: load 1.7 per CPU, CPU pressure 94%; "
+        "`cnnperf doctor` says why and how to fix it"
+    )
+
+
+def test_a_load_average_left_by_a_job_that_ended_is_no_warning(tmp_path: Path) -> None:
+    """The load average lags a minute behind: right after an install it is still high while
+    nothing waits for a CPU any more (seen at the start of the README's first command)."""
+    after_install = machine(
+        tmp_path / "after",
+        {
+            "/proc/loadavg": "1.40 0.90 0.50 1/132 17579",
+            "/proc/pressure/cpu": "some avg10=0.00 avg60=31.20 avg300=9.80 total=465263595",
+        },
+    )
+    assert doctor.session_warning("cpu", after_install) is None
+    no_psi = machine(tmp_path / "no-psi", {"/proc/loadavg": "2.80 0.90 0.50 1/132 17579"})
+    no_psi.joinpath("proc/pressure/cpu").unlink(missing_ok=True)
+    assert doctor.session_warning("cpu", no_psi) == (
+        "this machine is not fit to benchmark on: load 0.7 per CPU; "
         "`cnnperf doctor` says why and how to fix it"
     )
 

@@ -94,7 +94,9 @@ def _load(files: Files, cpus: int) -> Finding | None:
     )
     if pressure is not None:
         found += f"; some task waited for a CPU {pressure:.1f}% of the last 10 s"
-    busy = per_cpu > BUSY_LOAD or (pressure is not None and pressure > BUSY_PRESSURE)
+    # the pressure is of the last 10 s; the load average lags a minute behind (a build or an
+    # install that just ended still shows), so it decides only where the kernel has no PSI
+    busy = pressure > BUSY_PRESSURE if pressure is not None else per_cpu > BUSY_LOAD
     if not busy:
         return Finding("load", Level.OK, found)
     brief = f"load {per_cpu:.1f} per CPU" + (

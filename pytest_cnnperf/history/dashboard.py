@@ -96,8 +96,8 @@ def _segments(analysis: Analysis) -> list[tuple[int, int, float]]:
 
 
 def chart(analysis: Analysis) -> str:
-    """Throughput (each run: its fastest sample, and its samples' quartiles) and peak memory over the runs,
-    change points and environment changes marked, the creep window shaded."""
+    """Throughput (each run: its fastest sample, and its samples' quartiles) and peak memory
+    over the runs, change points and environment changes marked, the creep window shaded."""
     from ..results import Spread
 
     _, figure_class = _matplotlib()
