@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pytest_cnnperf.results import Environment, Flags
+from typing import Any
+
+from pytest_cnnperf.results import Environment, Flags, MemoryPeak, Sample
 
 #: the environment of a 2-thread CPU test machine
 ENV = Environment(
@@ -21,3 +23,19 @@ ENV = Environment(
     interop_threads=2,
     flags=Flags(None, None, None, "highest", False),
 )
+
+
+def sample(step: float, memory: int = 100 << 20, **fields: Any) -> Sample:
+    """A sample of three steps of ``step`` seconds, split 30/60/10 into its phases, with a
+    peak of ``memory`` bytes allocated; ``fields`` sets the others (``flops=``...)."""
+    return Sample(
+        step_time_s=step,
+        step_times_s=(step,) * 3,
+        phases={"forward": (step * 0.3,), "backward": (step * 0.6,), "optimizer": (step * 0.1,)},
+        cold_step_s=step * 3,
+        warmup_steps=3,
+        warmup_steady=True,
+        calibration_s=None,
+        memory=MemoryPeak(memory, memory * 2, "test"),
+        **fields,
+    )

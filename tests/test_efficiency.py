@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import factories
 import pytest
 import torch
 import torchvision
@@ -33,7 +34,6 @@ from pytest_cnnperf.results import (
     Energy,
     Flags,
     Measurement,
-    MemoryPeak,
     Peak,
     ResultsFile,
     Sample,
@@ -505,19 +505,7 @@ def sample(
     found: Peak | None = None,
     used: Energy | None = None,
 ) -> Sample:
-    return Sample(
-        step_time_s=step,
-        step_times_s=(step,) * 3,
-        phases={"forward": (step * 0.3,), "backward": (step * 0.6,), "optimizer": (step * 0.1,)},
-        cold_step_s=step * 3,
-        warmup_steps=3,
-        warmup_steady=True,
-        calibration_s=None,
-        memory=MemoryPeak(100 << 20, 200 << 20, "test"),
-        flops=counted,
-        peak=found,
-        energy=used,
-    )
+    return factories.sample(step, flops=counted, peak=found, energy=used)
 
 
 H100 = Peak("bf16", 989.5e12, "table", "NVIDIA H100 SXM5, dense bf16: datasheet")

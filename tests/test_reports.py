@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from factories import ENV
+from factories import ENV, sample
 
 from pytest_cnnperf import formats
 from pytest_cnnperf.reports import (
@@ -32,9 +32,7 @@ from pytest_cnnperf.results import (
     Creep,
     Decision,
     Measurement,
-    MemoryPeak,
     Remark,
-    Sample,
     Verdict,
 )
 
@@ -46,19 +44,6 @@ def config(model: str = "resnet18", **changes: object) -> BenchConfig:
         kind="train_step", model=model, batch_size=8, image_size=(64, 64), optimizer="sgd"
     )
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
-
-
-def sample(step: float, memory: int = 100 * MiB) -> Sample:
-    return Sample(
-        step_time_s=step,
-        step_times_s=(step,) * 3,
-        phases={"forward": (step * 0.3,), "backward": (step * 0.6,), "optimizer": (step * 0.1,)},
-        cold_step_s=step * 3,
-        warmup_steps=3,
-        warmup_steady=True,
-        calibration_s=None,
-        memory=MemoryPeak(memory, memory * 2, "test"),
-    )
 
 
 ITEMS = 8  # images per step in every fake result
