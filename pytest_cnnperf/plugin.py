@@ -365,7 +365,7 @@ def _record_history(session: pytest.Session, state: Session, stopping: Stopping)
     as a real one (and, with --cnnperf-creep-accept, as the creep gate's new start)."""
     from .history import record
 
-    if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+    if session.exitstatus == pytest.ExitCode.INTERRUPTED or stopping.interrupted:
         state.warn("the run was interrupted: it is not recorded in the history")
         return
     with stopping.deferred() as late:  # a run is appended whole
