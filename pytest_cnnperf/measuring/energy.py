@@ -16,6 +16,7 @@ The counter is read right after the timed block's first synchronisation and afte
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable
@@ -155,8 +156,6 @@ def probe_for(device: Any, gpu: Any | None = None, root: Path = Path("/")) -> En
 def _shared_package() -> bool:
     """Whether other benchmarks share the CPU package: data-parallel ranks, or pytest-xdist's
     workers (which set ``PYTEST_XDIST_WORKER_COUNT``); its energy is then all of theirs."""
-    import os
-
     import torch.distributed as dist
 
     if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or "1") > 1:
