@@ -193,8 +193,7 @@ def _checked_rows(
     try:
         return _result_rows(run, results)
     except ValueError as exc:
-        problem = f"a result cannot be stored: {exc}"
-    raise HistoryProblem(name, problem)
+        raise HistoryProblem(name, f"a result cannot be stored: {exc}") from None
 
 
 class Store(AbstractContextManager["Store"]):
@@ -232,7 +231,6 @@ class Store(AbstractContextManager["Store"]):
         cannot read is a problem naming the run."""
         entries = []
         for run_id, info, result in rows:
-            problem = None
             try:
                 entries.append(
                     Entry(
@@ -242,9 +240,7 @@ class Store(AbstractContextManager["Store"]):
                     )
                 )
             except (ValueError, formats.DataError) as exc:
-                problem = f"run {run_id} cannot be read: {exc}"
-            if problem:
-                raise HistoryProblem(self.name, problem)
+                raise HistoryProblem(self.name, f"run {run_id} cannot be read: {exc}") from None
         return entries
 
 
@@ -262,24 +258,19 @@ class SqliteStore(Store):
             if create:
                 path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            problem = f"its folder cannot be made ({exc.strerror}: {exc.filename})"
-        if problem:
-            raise HistoryProblem(self.name, problem)
+            why = f"its folder cannot be made ({exc.strerror}: {exc.filename})"
+            raise HistoryProblem(self.name, why) from None
         try:
             self.conn = sqlite3.connect(path, timeout=LOCK_TIMEOUT_S, isolation_level=None)
         except sqlite3.Error as exc:
-            problem = f"it cannot be opened ({_first_line(exc)})"
-        if problem:
-            raise HistoryProblem(self.name, problem)
+            why = f"it cannot be opened ({_first_line(exc)})"
+            raise HistoryProblem(self.name, why) from None
         try:
             self._prepare()
-        except sqlite3.Error as exc:
-            problem = self._explain(exc)
-        except HistoryProblem as exc:
-            problem = exc.problem
-        if problem:
+        except (sqlite3.Error, HistoryProblem) as exc:
             self.conn.close()
-            raise HistoryProblem(self.name, problem)
+            why = exc.problem if isinstance(exc, HistoryProblem) else self._explain(exc)
+            raise HistoryProblem(self.name, why) from None
 
     def _check_path(self, create: bool) -> str | None:
         if self.path.is_dir():
@@ -344,24 +335,20 @@ class SqliteStore(Store):
 
     def append(self, run: RunInfo, results: Sequence[BenchmarkResult]) -> int:
         rows = _checked_rows(self.name, run, results)
-        problem = None
         try:
             with self._write():
                 cursor = self.conn.execute(_INSERT_RUN, _run_row(run))
                 run_id = int(cursor.lastrowid or 0)
                 self.conn.executemany(_INSERT_RESULT, [(run_id, *row) for row in rows])
         except sqlite3.Error as exc:
-            problem = self._explain(exc)
-        if problem:
-            raise HistoryProblem(self.name, problem)
+            raise HistoryProblem(self.name, self._explain(exc)) from None
         return run_id
 
     def _query(self, sql: str, parameters: Sequence[Any]) -> list[tuple[Any, ...]]:
         try:
             return self.conn.execute(sql, parameters).fetchall()
         except sqlite3.Error as exc:
-            problem = self._explain(exc)
-        raise HistoryProblem(self.name, problem)
+            raise HistoryProblem(self.name, self._explain(exc)) from None
 
     def entries(self, machine: str | None = None) -> list[Entry]:
         where = " WHERE x.machine = ?" if machine else ""
@@ -383,31 +370,28 @@ class PostgresStore(Store):
     def __init__(self, url: str) -> None:
         self.url = url
         self.name = display(url)
-        problem = None
         try:
             import psycopg
         except ImportError:
-            problem = f"a PostgreSQL history needs psycopg 3: {POSTGRES_EXTRA}"
-        if problem:
-            raise HistoryProblem(self.name, problem)
+            why = f"a PostgreSQL history needs psycopg 3: {POSTGRES_EXTRA}"
+            raise HistoryProblem(self.name, why) from None
         self._errors = psycopg.Error
         try:
             self.conn: Any = psycopg.connect(
                 url, connect_timeout=CONNECT_TIMEOUT_S, application_name="pytest-cnnperf"
             )
         except psycopg.Error as exc:
-            problem = f"cannot connect: {_first_line(exc)}"
-        if problem:
-            raise HistoryProblem(self.name, problem)
+            raise HistoryProblem(self.name, f"cannot connect: {_first_line(exc)}") from None
         try:
             self._migrate()
-        except psycopg.Error as exc:
-            problem = f"PostgreSQL failed: {_first_line(exc)}"
-        except HistoryProblem as exc:
-            problem = exc.problem
-        if problem:
+        except (psycopg.Error, HistoryProblem) as exc:
             self.conn.close()
-            raise HistoryProblem(self.name, problem)
+            why = (
+                exc.problem
+                if isinstance(exc, HistoryProblem)
+                else f"PostgreSQL failed: {_first_line(exc)}"
+            )
+            raise HistoryProblem(self.name, why) from None
 
     def _migrate(self) -> None:
         conn = self.conn
@@ -434,8 +418,7 @@ class PostgresStore(Store):
             with self.conn.transaction():
                 return work(self.conn)
         except self._errors as exc:
-            problem = f"PostgreSQL failed: {_first_line(exc)}"
-        raise HistoryProblem(self.name, problem)
+            raise HistoryProblem(self.name, f"PostgreSQL failed: {_first_line(exc)}") from None
 
     def append(self, run: RunInfo, results: Sequence[BenchmarkResult]) -> int:
         rows = _checked_rows(self.name, run, results)
