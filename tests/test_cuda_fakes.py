@@ -487,3 +487,95 @@ def test_cuda_initialised_before_the_session_is_named_with_the_fix(
         assert "PYTORCH_NVML_BASED_CUDA_CHECK=1" in POISONED
     else:
         assert done.stdout.startswith("starting CUDA failed in a forked process: ")
+
+
+#: what torch raises in a process forked after the CUDA driver was started without torch's fork
+#: handler (by another library): c10's device count on cudaErrorInitializationError
+#: (c10/cuda/CUDAFunctions.cpp), c10's check of any other CUDA call (CUDAException.cpp), and that
+#: error again from a call queued until CUDA's start (torch/cuda/__init__.py's _lazy_init)
+DRIVER_STARTED = [
+    RuntimeError("CUDA driver initialization failed, you might not have a CUDA gpu."),
+    getattr(torch, "AcceleratorError", RuntimeError)(
+        "CUDA error: initialization error\nCUDA kernel errors might be asynchronously reported "
+        "at some other API call, so the stacktrace below might be incorrect.\nFor debugging "
+        "consider passing CUDA_LAUNCH_BLOCKING=1\n"
+    ),
+    torch.cuda.DeferredCudaCallError(
+        "CUDA call failed lazily at initialization with error: CUDA error: initialization error"
+        "\n\nCUDA call was originally invoked at:\n\n  File ..."
+    ),
+]
+
+
+@pytest.mark.parametrize("error", DRIVER_STARTED, ids=["device-count", "cuda-check", "queued"])
+def test_a_driver_started_before_the_fork_is_named_with_the_fix(error: Exception) -> None:
+    """A conftest or library that started the CUDA driver without torch's fork handler (torch's
+    bad-fork flag is then unset in the forked probe): CUDA's start fails with the driver's
+    initialisation error, which the probe names as CUDA started before the fork, with the fix,
+    keeping torch's own line."""
+    from pytest_cnnperf.sampling import zygote
+
+    def driver_started_before(done: Any) -> None:
+        done()
+        raise error
+
+    message = zygote._probe(driver_started_before)
+    first = f"{type(error).__name__}: {str(error).splitlines()[0]}"
+    assert message == f"{zygote.POISONED} (torch's error: {first})"
+    assert "torch.cuda.is_available()" in zygote.POISONED
+    assert "PYTORCH_NVML_BASED_CUDA_CHECK=1" in zygote.POISONED
+    assert "imported a library that starts CUDA itself" in zygote.POISONED
+
+
+@pytest.mark.parametrize(("answer", "started"), [(0, True), (3, False)])
+def test_the_pytest_process_asks_the_driver_whether_it_started(
+    monkeypatch: pytest.MonkeyPatch, answer: int, started: bool
+) -> None:
+    """Before cuInit every driver call answers CUDA_ERROR_NOT_INITIALIZED (3); after it,
+    cuDeviceGetCount answers CUDA_SUCCESS (0), whoever called cuInit."""
+    import ctypes
+
+    from pytest_cnnperf.sampling import zygote
+
+    asked: list[str] = []
+
+    class FakeDriver:
+        def __init__(self, name: str) -> None:
+            asked.append(name)
+
+        def cuDeviceGetCount(self, count: Any) -> int:
+            return answer
+
+    monkeypatch.setattr(ctypes, "CDLL", FakeDriver)
+    assert zygote.cuda_driver_started() is started
+    assert asked == ["libcuda.so.1"]
+
+
+DRIVER_STARTED_SCRIPT = """
+from pytest_cnnperf.sampling import manager
+
+manager.cuda_driver_started = lambda: True  # as after cuInit by a library torch does not see
+sampling = manager.Sampling("cuda:0", False, 60.0)
+sampling.start(lambda job: None)
+print(sampling.zygote.wait_ready())
+print(sampling.zygote.unusable)
+sampling.close()
+"""
+
+
+def test_a_driver_started_in_the_pytest_process_makes_the_zygote_unusable(tmp_path: Any) -> None:
+    """The pytest process asks the driver before forking the zygote (a forked process cannot
+    tell): the probe then names the cause and the fix, where without the answer CUDA's own
+    error would come through (here: no driver). In a fresh process, whose torch has started no
+    thread pool that the probe's CPU part would hang on."""
+    import subprocess
+    import sys
+
+    from pytest_cnnperf.sampling.zygote import POISONED
+
+    script = tmp_path / "started.py"
+    script.write_text(DRIVER_STARTED_SCRIPT)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=True
+    )
+    assert done.stdout.splitlines() == ["False", POISONED]

@@ -49,6 +49,7 @@ from .messages import (
 from .zygote import (
     CUDA_PROBE_TIMEOUT_S,
     PROBE_TIMEOUT_S,
+    cuda_driver_started,
     die_with_parent,
     probe_torch,
     quiet_fork_warning,
@@ -363,9 +364,11 @@ class Sampling:
         if not hasattr(os, "fork"):
             return "this platform cannot fork, so samples are taken in-process"
         device = self.device
+        # asked here: in a process forked after cuInit, the driver answers as if never started
+        started = device.startswith("cuda") and cuda_driver_started()
 
         def serve_(requests: int, replies: int) -> None:
-            serve(requests, replies, lambda done: probe_torch(device, done), run_child)
+            serve(requests, replies, lambda done: probe_torch(device, done, started), run_child)
 
         self.zygote = Zygote.fork(serve_)
         return None

@@ -28,6 +28,8 @@ from .messages import JOB, ChildReport, Job, write_report
 
 #: prctl(2)'s option: the signal a process gets when its parent ends
 PR_SET_PDEATHSIG = 1
+#: the CUDA driver's answer to a call that worked
+CUDA_SUCCESS = 0
 #: how long a forked probe may take to run a tiny parallel op before the zygote is declared unusable
 PROBE_TIMEOUT_S = 5.0
 #: how long it may then take to start CUDA on the measured device: creating a context takes
@@ -37,9 +39,17 @@ CUDA_PROBE_TIMEOUT_S = 120.0
 POISONED = (
     "CUDA was initialised in the pytest process before the session started (usually by a "
     "conftest.py or plugin that called torch.cuda.is_available() or another CUDA function at "
-    "import time), and a process forked after that cannot use CUDA. Call "
-    "torch.cuda.device_count() there instead (it asks NVML and leaves CUDA alone), or set "
-    "PYTORCH_NVML_BASED_CUDA_CHECK=1, or move the call into a test or fixture"
+    "import time, or imported a library that starts CUDA itself), and a process forked after "
+    "that cannot use CUDA. Call torch.cuda.device_count() there instead (it asks NVML and leaves "
+    "CUDA alone), or set PYTORCH_NVML_BASED_CUDA_CHECK=1, or move the call (or the import) into "
+    "a test or fixture"
+)
+#: what torch raises in a process forked after its parent started CUDA without torch's fork
+#: handler (another library, or C++ code, called cuInit): c10's device count on the driver's
+#: initialisation error, or c10's check of any other CUDA call
+DRIVER_STARTED_ERRORS = (
+    "CUDA driver initialization failed, you might not have a CUDA gpu",
+    "CUDA error: initialization error",
 )
 #: what the forked probe tells the zygote: the CPU part ran, CUDA started, or an error follows
 _CPU_DONE, _DONE, _ERROR = b"C", b"K", b"E"
@@ -55,10 +65,13 @@ PRELOAD = (
 )
 
 
-def probe_torch(device: str, cpu_done: Callable[[], None] = lambda: None) -> None:
+def probe_torch(
+    device: str, cpu_done: Callable[[], None] = lambda: None, cuda_started: bool = False
+) -> None:
     """Work that hangs in a forked child when the parent already started torch's threads; then,
     after ``cpu_done()``, starting CUDA on ``device``, which fails in a forked child when the
-    parent had initialised CUDA."""
+    parent had initialised CUDA (``cuda_started``: the pytest process found so before forking,
+    see :func:`cuda_driver_started`)."""
     import torch
 
     x = torch.ones(1 << 20)
@@ -66,11 +79,27 @@ def probe_torch(device: str, cpu_done: Callable[[], None] = lambda: None) -> Non
     torch.nn.functional.conv2d(torch.ones(8, 16, 32, 32), torch.ones(16, 16, 3, 3))
     cpu_done()
     if device.startswith("cuda"):
-        if torch.cuda._is_in_bad_fork():  # torch's own flag: its fork handler ran
+        if cuda_started or torch.cuda._is_in_bad_fork():  # torch's flag: its fork handler ran
             raise RuntimeError(POISONED)
         torch.cuda.set_device(device)
         torch.ones(1, device=device).add_(1)
         torch.cuda.synchronize(device)
+
+
+def cuda_driver_started() -> bool:
+    """Whether the CUDA driver was started (``cuInit``) in this process, which leaves every
+    process forked from it unable to use CUDA. Its calls answer ``CUDA_ERROR_NOT_INITIALIZED``
+    until then; this sees what torch's fork flag misses, a driver started by another library."""
+    import ctypes
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")  # loading it starts nothing
+        count = ctypes.c_int()
+        return int(driver.cuDeviceGetCount(ctypes.byref(count))) == CUDA_SUCCESS
+    except (OSError, AttributeError):  # no driver, or not NVIDIA's
+        return False
 
 
 def die_with_parent(parent: int) -> None:
@@ -223,6 +252,9 @@ def _probe_verdict(read: int) -> str | None:
     error = got.split(_ERROR, 1)[1].decode(errors="replace")
     if POISONED in error or "Cannot re-initialize CUDA in forked subprocess" in error:
         return POISONED
+    # torch's error stays in the message: a driver that cannot start at all says the same
+    if any(text in error for text in DRIVER_STARTED_ERRORS):
+        return f"{POISONED} (torch's error: {error.splitlines()[0]})"
     stage = "starting CUDA" if cpu_done else "a torch operation"
     return f"{stage} failed in a forked process: {error}"
 
