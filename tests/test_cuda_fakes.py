@@ -466,7 +466,7 @@ def test_cuda_initialised_before_the_session_is_named_with_the_fix(
 ) -> None:
     """``torch.cuda.is_available()`` in a conftest registers torch's fork handler: a forked
     process cannot use CUDA, whether or not a driver is there. The probe says exactly that, and
-    what to do; without it, CUDA's own error comes through (here: no driver)."""
+    what to do; without it, CUDA starts, or its own error comes through (without a GPU)."""
     import subprocess
     import sys
 
@@ -485,8 +485,9 @@ def test_cuda_initialised_before_the_session_is_named_with_the_fix(
         assert done.stdout.strip() == POISONED
         assert "torch.cuda.is_available()" in POISONED
         assert "PYTORCH_NVML_BASED_CUDA_CHECK=1" in POISONED
-    else:
-        assert done.stdout.startswith("starting CUDA failed in a forked process: ")
+    else:  # CUDA's own outcome: it starts on a GPU machine, elsewhere torch's error comes through
+        out = done.stdout.strip()
+        assert out == "None" or out.startswith("starting CUDA failed in a forked process: ")
 
 
 #: what torch raises in a process forked after the CUDA driver was started without torch's fork
