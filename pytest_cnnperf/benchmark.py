@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .results import BenchConfig, CompileSetting, OptionValue
+from .model import BenchConfig, CompileSetting, OptionValue
 from .settings import COMPILE_MODES, parse_amp
 
 OPTIMIZERS = ("sgd", "adam", "adamw")

@@ -1,44 +1,61 @@
-"""pytest glue: the hooks and fixtures of pytest-cnnperf. No torch at import time.
+"""pytest glue: the hooks, fixtures and hook specifications of pytest-cnnperf.
 
 Loading this module costs every pytest run of the user's, benchmarks or not, so it imports only
-the settings table; everything else is imported by the hooks, and only with ``--cnnperf``.
+the settings tables; everything else is imported by the hooks, and only with ``--cnnperf``.
 Hooks are grouped by the phase of a session they belong to; the work is done by the modules they
-call (see the README's "Developing pytest-cnnperf").
+call (CONTRIBUTING.md has the map).
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from . import settings
+from . import settings, zoo
 from .stash import SAMPLING, SESSION
 
 if TYPE_CHECKING:
     from .measuring.cudnn import CudnnMode
-    from .models import ModelFactory
+    from .models import ModelFactory, ModelRegistry
     from .runner import CnnPerf
+    from .sampling.stopping import Stopping
     from .session import Session
-    from .stopping import Stopping
 
 #: fixtures that make a test a benchmark (skipped without --cnnperf)
 BENCHMARK_FIXTURES = frozenset({"cnnperf", "cnnperf_device", "cudnn_mode", "model_factory"})
 SKIP_REASON = "benchmark: run pytest with --cnnperf to measure it"
+#: every setting: the plugin's, then the zoo's
+TABLE = (*settings.SETTINGS, *zoo.SETTINGS)
+
+
+class HookSpecs:
+    """Hooks that a project's ``conftest.py`` can implement."""
+
+    @pytest.hookspec
+    def pytest_cnnperf_register_models(self, registry: ModelRegistry) -> None:
+        """Register the project's own models for the ``model_factory`` fixture.
+
+        Called once, at configure time, for every ``--cnnperf`` run. Example::
+
+            def pytest_cnnperf_register_models(registry):
+                registry.add("tinynet", TinyNet, image_size=32)
+
+        ``TinyNet(num_classes=...)`` must build the model with random weights on no device.
+        """
 
 
 # ---- configuration ----
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from . import hooks
-
-    pluginmanager.add_hookspecs(hooks)
+    pluginmanager.add_hookspecs(HookSpecs)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    settings.add_options(parser)
+    settings.add_options(parser, TABLE)
 
 
 @pytest.hookimpl(trylast=True)
@@ -48,13 +65,13 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     try:
         configuration = settings.Configuration.read(
-            config.option, config.getini, config.invocation_params.dir, config.rootpath
+            config.option, config.getini, config.invocation_params.dir, config.rootpath, TABLE
         )
     except settings.IniError as exc:
         raise pytest.UsageError(str(exc)) from None
-    from . import workers
     from .measuring import device
     from .models import ModelRegistry
+    from .sampling import xdist
     from .sampling.manager import Sampling
     from .session import Session
 
@@ -64,9 +81,9 @@ def pytest_configure(config: pytest.Config) -> None:
             "the creep gate (--cnnperf-creep, cnnperf_creep) compares with a history: give one "
             "with --cnnperf-history=TARGET or the ini setting cnnperf_history"
         )
-    slot = workers.worker_slot(config)
+    slot = xdist.worker_slot(config)
     if slot and requested[settings.DEVICE].kind != "cpu":
-        workers.pin_worker_gpu(slot[0], device.cuda_device_count)  # before anything counts
+        xdist.pin_worker_gpu(slot[0], device.cuda_device_count)  # before anything counts
     registry = ModelRegistry()
     config.hook.pytest_cnnperf_register_models(registry=registry)
     try:
@@ -74,7 +91,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except device.DeviceProblem as exc:
         raise pytest.UsageError(str(exc)) from None
     session = Session(configuration, run_device, registry)
-    from .baseline import folder_problem
+    from .store.baseline import folder_problem
 
     problem = folder_problem(session.settings[settings.BASELINES])
     if problem:
@@ -82,6 +99,10 @@ def pytest_configure(config: pytest.Config) -> None:
             f"the baselines folder (--cnnperf-baselines, or the cnnperf_baselines ini setting): "
             f"{problem}; name a folder, or leave the setting out for baselines/ under the rootdir"
         )
+    if session.history_target is not None:
+        from .history.record import HistoryLink
+
+        session.history = HistoryLink(session.history_target)
     config.stash[SESSION] = session
     if session.device_type == "cpu":  # before the zygote forks: sample processes inherit it
         from .measuring import heap
@@ -91,12 +112,12 @@ def pytest_configure(config: pytest.Config) -> None:
         run_device, session.settings[settings.INPROCESS], session.settings[settings.SAMPLE_TIMEOUT]
     )
     if slot and session.device_type == "cpu":
-        session.warn(workers.share_threads(slot[1]))
-    started = workers.controller_workers(config)
+        session.warn(xdist.share_threads(slot[1]))
+    started = xdist.controller_workers(config)
     if started:
         request = session.settings[settings.DEVICE]
-        workers.check_gpus(started, device.cuda_device_count(), session.device_type, request.index)
-        config.pluginmanager.register(workers.XdistHooks(session), "cnnperf-xdist")
+        xdist.check_gpus(started, device.cuda_device_count(), session.device_type, request.index)
+        config.pluginmanager.register(xdist.XdistHooks(session), "cnnperf-xdist")
 
 
 def _session(config: pytest.Config) -> Session | None:
@@ -107,7 +128,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     session = _session(config)
     if session is None:
         return None
-    from .explain import display_path
+    from .reports.explain import display_path
 
     values = session.settings
     how = "inside the pytest process" if values[settings.INPROCESS] else "in fresh sample processes"
@@ -137,17 +158,16 @@ def pytest_sessionstart(session: pytest.Session) -> Iterator[None]:
     state = _session(session.config)
     if state is None:
         return
-    from . import workers
-    from .sampling import child
+    from .sampling import child, xdist
+    from .sampling.stopping import Stopping
     from .stash import STOPPING
-    from .stopping import Stopping
 
     sampling = session.config.stash[SAMPLING]
     stopping = Stopping(sampling.close)
     session.config.stash[STOPPING] = stopping
     session.config.pluginmanager.register(stopping, "cnnperf-stopping")
     stopping.start()
-    if workers.controller_workers(session.config):
+    if xdist.controller_workers(session.config):
         return
     warning = sampling.start(lambda job: child.run_job(session, job))
     if warning:
@@ -183,7 +203,7 @@ def pytest_make_collect_report(
     session = _session(collector.config)
     if session is None or collector.getparent(pytest.Module) is None:
         return report
-    from .location import Location
+    from .store.locations import Location
 
     session.collected_node(Location.of(collector))
     if report.failed:
@@ -205,7 +225,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in benchmarks:
             item.add_marker(skip)
         return
-    from .location import Location
+    from .store.locations import Location
 
     for item in benchmarks:
         session.collect(Location.of(item))
@@ -258,8 +278,8 @@ def cnnperf(request: pytest.FixtureRequest, cudnn_mode: CudnnMode | None) -> Cnn
     """The benchmark runner: ``cnnperf.train_step(model, batch_size=...)``,
     ``cnnperf.inference(...)`` and ``cnnperf.measure(step_fn, ...)`` measure, gate against the
     baseline and return the result."""
-    from .location import Location
     from .runner import CnnPerf
+    from .store.locations import Location
 
     session = _require_session(request.config)
     marker = request.node.get_closest_marker("cnnperf")
@@ -277,7 +297,7 @@ def cnnperf(request: pytest.FixtureRequest, cudnn_mode: CudnnMode | None) -> Cnn
         session,
         sampler,
         Location.of(request.node),
-        session.settings_for(values),
+        session.plan_for(values),
         cudnn_mode.value if cudnn_mode else None,
     )
 
@@ -330,16 +350,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = _session(session.config)
     if state is None:
         return
-    from . import workers
+    from .measuring.compiled import remove_cache
     from .reports import outputs
+    from .sampling import xdist
     from .stash import STOPPING
 
     session.config.stash[SAMPLING].close()
-    from .measuring.compiled import remove_cache
-
     remove_cache(state.compile_cache)
-    if workers.worker_slot(session.config):  # the controller merges, saves and reports
-        workers.send(session.config, state)
+    if xdist.worker_slot(session.config):  # the controller merges, saves and reports
+        xdist.send(session.config, state)
         return
     stopping = session.config.stash[STOPPING]
     if exitstatus == pytest.ExitCode.INTERRUPTED or stopping.interrupted:
@@ -356,11 +375,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     ):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     outputs.write_session_reports(state, outputs.benchmark_info(session.config))
-    if state.history is not None:  # last: a history out of reach costs nothing else
-        _record_history(session, state, stopping)
+    if state.history_target is not None:  # last: a history out of reach costs nothing else
+        _record_history(session, state, stopping, state.history_target)
 
 
-def _record_history(session: pytest.Session, state: Session, stopping: Stopping) -> None:
+def _record_history(
+    session: pytest.Session, state: Session, stopping: Stopping, target: Path | str
+) -> None:
     """Append the run to its history, unless it was interrupted: a run cut short would be read
     as a real one (and, with --cnnperf-creep-accept, as the creep gate's new start)."""
     from .history import record
@@ -368,8 +389,12 @@ def _record_history(session: pytest.Session, state: Session, stopping: Stopping)
     if session.exitstatus == pytest.ExitCode.INTERRUPTED or stopping.interrupted:
         state.warn("the run was interrupted: it is not recorded in the history")
         return
+    accepted = state.settings[settings.CREEP_ACCEPT]
     with stopping.deferred() as late:  # a run is appended whole
-        record.append(state, session.config.rootpath, state.results)
+        line, problem = record.append(
+            target, session.config.rootpath, state.machine, accepted, state.results
+        )
+    state.reported([line] if line else [], [problem] if problem else [])
     if late:
         session.exitstatus = pytest.ExitCode.INTERRUPTED
         state.warn("interrupted while recording the run in the history: it was recorded first")

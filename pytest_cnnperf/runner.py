@@ -1,9 +1,10 @@
 """The ``cnnperf`` fixture's object: describe a benchmark, measure it, gate it, record it.
 
 ``train_step``, ``inference`` and ``measure`` turn their arguments into a benchmark description
-(``benchmark``) and hand it to ``_run``, which takes samples (``sampling``: in fresh processes by
-default), compares them with the baseline (``gate``), re-measures before declaring anything but
-"ok", and fails the calling test with the evidence (``explain``) when it regressed.
+(``benchmark``); ``_run`` takes samples of it (``sampling``: in fresh processes by default),
+compares them with the baseline (``gate``), re-measures before declaring anything but "ok", and
+fails the calling test with the evidence (``reports.explain``) when it regressed. How much to
+measure and how strictly to judge comes resolved in the test's :class:`~gate.policy.Plan`.
 """
 
 from __future__ import annotations
@@ -18,44 +19,19 @@ from typing import Any, NoReturn, TypeVar
 
 import pytest
 
-from . import benchmark, explain, gate
-from .baseline import BaselineFileError, BaselineSaveError
+from . import benchmark
 from .benchmark import ArgumentProblem, InferenceSpec, TrainSpec
-from .location import Location
-from .measuring.sample import SamplePlan
+from .gate import creep
+from .gate.decide import decide, disturbed, judge_compile, mostly
+from .gate.policy import Plan
 from .measuring.workload import Workload
-from .policy import DevicePolicy, for_run
-from .results import (
-    BaselineEntry,
-    BenchConfig,
-    BenchmarkResult,
-    Decision,
-    Disturbance,
-    Disturbed,
-    Environment,
-    Measurement,
-    Verdict,
-)
+from .model import BenchConfig, Decision, Disturbance, Disturbed, Measurement, Result, Verdict
+from .reports import explain
 from .sampling.manager import Sampler, Target
 from .sampling.messages import BenchmarkError, Site, TakenSample
 from .session import Session
-from .settings import (
-    CALIBRATION,
-    COMPILE_TIME_THRESHOLD,
-    CREEP,
-    CREEP_ACCEPT,
-    CREEP_RUNS,
-    EFFORT,
-    MACHINE,
-    MEMORY_THRESHOLD,
-    MIN_TIME,
-    PEAK_TFLOPS,
-    SAMPLES,
-    SAVE,
-    STRICT,
-    THRESHOLD,
-    Settings,
-)
+from .store.baseline import BaselineFileError, BaselineSaveError
+from .store.locations import Location
 
 T = TypeVar("T")
 S = TypeVar("S", TrainSpec, InferenceSpec)
@@ -63,7 +39,7 @@ S = TypeVar("S", TrainSpec, InferenceSpec)
 
 def compile_cache_folder(root: str, nodeid: str, config: BenchConfig) -> str:
     """The compiler cache folder of one benchmark under the session's ``root``."""
-    digest = hashlib.sha1(f"{nodeid}\0{config.key()}".encode()).hexdigest()[:16]
+    digest = hashlib.sha1(f"{nodeid}\0{config.key}".encode()).hexdigest()[:16]
     return os.path.join(root, digest)
 
 
@@ -97,15 +73,15 @@ class CnnPerf:
         session: Session,
         sampler: Sampler,
         location: Location,
-        settings: Settings,
+        plan: Plan,
         cudnn_mode: str | None,
     ) -> None:
         self._session = session
         self._sampler = sampler
         self._location = location
-        self._settings = settings
+        self._plan = plan
         self._cudnn_mode = cudnn_mode
-        self._results: list[BenchmarkResult] = []
+        self._results: list[Result] = []
         self._keys: set[str] = set()
 
     @property
@@ -115,7 +91,7 @@ class CnnPerf:
         return torch.device(self._session.device)
 
     @property
-    def results(self) -> tuple[BenchmarkResult, ...]:
+    def results(self) -> tuple[Result, ...]:
         """The results of this test's benchmarks so far."""
         return tuple(self._results)
 
@@ -136,7 +112,7 @@ class CnnPerf:
         name: str | None = None,
         compile: bool | str | dict[str, Any] | None = None,
         cuda_graphs: bool = False,
-    ) -> BenchmarkResult:
+    ) -> Result:
         """Time forward + loss, backward and the optimizer step of ``model`` on synthetic
         images on the run's device, gate the throughput and peak memory against the baseline,
         and return the result.
@@ -191,7 +167,7 @@ class CnnPerf:
         name: str | None = None,
         compile: bool | str | dict[str, Any] | None = None,
         cuda_graphs: bool = False,
-    ) -> BenchmarkResult:
+    ) -> Result:
         """Time a forward pass of ``model`` in eval mode without autograd; gated like
         ``train_step`` (``compile`` compiles the model)."""
         __tracebackhide__ = True
@@ -226,7 +202,7 @@ class CnnPerf:
         items_per_step: int,
         name: str,
         unit: str = "images",
-    ) -> BenchmarkResult:
+    ) -> Result:
         """Time ``step_fn()``, one step of a training loop of your own (detection,
         segmentation, ...), working on tensors already on ``cnnperf.device``. Throughput is
         ``items_per_step`` (in ``unit``) per step; ``name`` identifies it in the baseline."""
@@ -290,32 +266,13 @@ class CnnPerf:
                 "each worker sees one); use world_size <= the GPUs this process sees"
             )
 
-    def _policy(self) -> DevicePolicy:
-        settings, given = self._settings, self._session.configuration.given
-        return for_run(
-            self._session.device_type,
-            settings[EFFORT],
-            samples=settings[SAMPLES] if given(SAMPLES) else None,
-            min_time_s=settings[MIN_TIME] if given(MIN_TIME) else None,
-        )
-
-    def _gate_settings(self, policy: DevicePolicy) -> gate.GateSettings:
-        settings = self._settings
-        return gate.GateSettings(
-            policy=policy.gate,
-            throughput_threshold=settings[THRESHOLD],
-            memory_threshold=settings[MEMORY_THRESHOLD],
-            strict=settings[STRICT],
-            compile_time_threshold=settings[COMPILE_TIME_THRESHOLD],
-        )
-
     # ---- the measuring workflow ----
 
     def _run(
         self, config: BenchConfig, build: Callable[[Any, int], Workload], world_size: int = 1
-    ) -> BenchmarkResult:
+    ) -> Result:
         __tracebackhide__ = True
-        key = config.key()
+        key = config.key
         site = Site(self._location.nodeid, self._location.path, len(self._results), key)
         known = self._sampler.replayed(site)
         if known is not None:
@@ -327,164 +284,131 @@ class CnnPerf:
                 "configuration or a distinct name="
             )
         self._keys.add(key)
-        policy = self._policy()
+        plan = self._plan
         target = Target(
             site=site,
             replay=tuple(self._results),
             build=build,
-            plan=SamplePlan(
-                timing=policy.timing,
-                calibrate=self._settings[CALIBRATION],
-                machine=self._settings[MACHINE],
-                peak_tflops=self._settings[PEAK_TFLOPS],
-            ),
+            plan=plan,
             world_size=world_size,
-            memory_samples=policy.sampling.memory_samples,
+            memory_samples=plan.sampling.memory_samples,
         )
         started = time.perf_counter()
-        session = self._session
-        settings = self._gate_settings(policy)
         problem: str | None = None
         try:
-            if self._settings[SAVE]:
-                result = self._record(config, target, policy, settings, started)
-            else:
-                result = self._gate(config, target, policy, settings, started)
+            result = self._record(config, target) if plan.save else self._gate(config, target)
         except BenchmarkError as exc:
-            problem = f"measuring {key} on {session.device} failed: {exc}"
+            problem = f"measuring {key} on {self._session.device} failed: {exc}"
         except (BaselineFileError, BaselineSaveError) as exc:
             problem = str(exc)
+        duration = time.perf_counter() - started
         if problem is not None:  # failed outside the except block: no chained traceback
-            self._fail_error(config, problem, started)
-        session.record(result)
+            self._fail_error(config, problem, duration)
+        result = dataclasses.replace(result, duration_s=duration)
+        self._session.record(result)
         self._results.append(result)
-        if result.decision.failed:
-            pytest.fail(explain.failure(result, settings.policy.alpha), pytrace=False)
+        if result.decision is not None and result.decision.failed:
+            pytest.fail(explain.failure(result, plan.gate.policy.alpha), pytrace=False)
         return result
 
-    def _record(
-        self,
-        config: BenchConfig,
-        target: Target,
-        policy: DevicePolicy,
-        settings: gate.GateSettings,
-        started: float,
-    ) -> BenchmarkResult:
-        """``--cnnperf-save``: measure, and keep the entry for the end of the session (not
-        when torch.compile recompiled during the timed steps: that figure is the compiler's)."""
-        taken = self._sampler.take(target, policy.sampling.save_samples)
-        measurement = _measurement(config, taken)
-        environment = taken[0].environment
-        compiled, compile_reasons = gate.judge_compile(
-            measurement, None, settings, environment.device
+    def _measured(self, config: BenchConfig, taken: list[TakenSample]) -> Result:
+        """The result of the samples taken so far, without a decision."""
+        return Result(
+            config=config,
+            test_id=self._location.nodeid,
+            recorded=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            environment=taken[0].environment,
+            measurement=Measurement(config.batch_size, tuple(t.sample for t in taken), config.unit),
         )
+
+    def _record(self, config: BenchConfig, target: Target) -> Result:
+        """``--cnnperf-save``: measure, and keep the result as the baseline for the end of the
+        session (not when torch.compile recompiled during the timed steps: that figure is the
+        compiler's)."""
+        taken = self._sampler.take(target, self._plan.sampling.save_samples)
+        result = self._measured(config, taken)
+        m, device = result.measured, taken[0].environment.device
+        compiled, compile_reasons = judge_compile(m, None, self._plan.gate, device)
         failed = compiled is not None and compiled.verdict is Verdict.REGRESSED
         if not failed:
-            recorded = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-            self._session.queue_baseline(
-                self._location, BaselineEntry.of(recorded, config, environment, measurement)
-            )
-        busy = gate.disturbed(measurement)
+            self._session.queue_baseline(self._location, result)
+        busy = disturbed(m)
         count, total = sum(busy), len(busy)
-        reasons = (
-            (Disturbed(count, total, Disturbance.RECORDED),) if gate.mostly(count, total) else ()
-        )
+        reasons = (Disturbed(count, total, Disturbance.RECORDED),) if mostly(count, total) else ()
         decision = Decision(
             verdict=Verdict.NEW if failed else Verdict.SAVED,
             reasons=reasons + compile_reasons,
             failed=failed,
             compile=compiled,
         )
-        return self._result(config, taken, decision, started)
+        return dataclasses.replace(result, decision=decision)
 
-    def _gate(
-        self,
-        config: BenchConfig,
-        target: Target,
-        policy: DevicePolicy,
-        settings: gate.GateSettings,
-        started: float,
-    ) -> BenchmarkResult:
+    def _gate(self, config: BenchConfig, target: Target) -> Result:
         """Measure, decide, and measure again before any verdict but "ok"."""
-        taken = self._sampler.take(target, policy.sampling.samples)
-        decision = self._decide(taken, config, settings)
-        more = policy.sampling.max_samples - len(taken)
-        if gate.wants_more_samples(decision) and more > 0:
+        sampling = self._plan.sampling
+        taken = self._sampler.take(target, sampling.samples)
+        result = self._measured(config, taken)
+        reference = self._reference(result)
+        decision = self._decide(result, reference)
+        more = sampling.max_samples - len(taken)
+        if decision.remeasure and more > 0:
             # memory barely varies and FLOPs do not: the first samples measured them
             again = dataclasses.replace(target, memory_samples=0, flops_samples=0)
             taken += self._sampler.take(again, more)
-            decision = self._decide(taken, config, settings)
-        return self._result(config, taken, decision, started)
+            result = self._measured(config, taken)
+            decision = self._decide(result, reference)
+        return dataclasses.replace(result, decision=decision)
 
-    def _decide(
-        self, taken: list[TakenSample], config: BenchConfig, settings: gate.GateSettings
-    ) -> Decision:
-        machine = taken[0].environment.machine
+    def _reference(self, result: Result) -> _Reference:
+        """The baseline to gate ``result`` against, where it is looked for, and the kinds of
+        machine that have one when this one has none."""
+        assert result.environment is not None
+        machine = result.environment.machine
         store, module = self._session.store, self._location.module
-        path = store.path(machine, module)
-        test, key = self._location.test, config.key()
+        test, key = self._location.test, result.key
         entry = store.entry(machine, module, test, key)
         elsewhere = () if entry else tuple(store.machines_with(module, test, key))
-        measurement = _measurement(config, taken)
-        decision = gate.decide(
-            measurement,
-            taken[0].environment,
+        return _Reference(
             entry,
-            settings,
-            explain.display_path(path),
-            elsewhere=tuple(m for m in elsewhere if m != machine),
+            explain.display_path(store.path(machine, module)),
+            tuple(m for m in elsewhere if m != machine),
         )
-        return self._creep(decision, measurement, taken[0].environment, config, settings)
 
-    def _creep(
-        self,
-        decision: Decision,
-        measurement: Measurement,
-        environment: Environment,
-        config: BenchConfig,
-        settings: gate.GateSettings,
-    ) -> Decision:
-        """With ``--cnnperf-creep`` and a history: the creep gate's verdict added."""
-        threshold, history = self._settings[CREEP], self._session.history
-        if threshold is None or history is None or self._settings[CREEP_ACCEPT]:
+    def _decide(self, result: Result, reference: _Reference) -> Decision:
+        plan = self._plan
+        decision = decide(result, reference.entry, plan.gate, reference.file, reference.elsewhere)
+        history = self._session.history
+        if plan.creep is None or history is None:
             return decision
-        runs = self._settings[CREEP_RUNS]
-        recent = history.recent(self._location.nodeid, config.key(), environment.machine, runs)
+        assert result.environment is not None
+        recent = history.recent(
+            result.test_id, result.key, result.environment.machine, plan.creep.runs
+        )
         if recent is None:
             self._session.warn(
                 f"{history.problem}; the creep gate (--cnnperf-creep) was not applied"
             )
             return decision
-        from .history import creep
+        return creep.judge(decision, result, recent, plan.gate, plan.creep.threshold)
 
-        return creep.judge(decision, measurement, environment, recent, settings, threshold)
-
-    def _result(
-        self, config: BenchConfig, taken: list[TakenSample], decision: Decision, started: float
-    ) -> BenchmarkResult:
-        return BenchmarkResult(
-            test_id=self._location.nodeid,
-            key=config.key(),
-            config=config,
-            decision=decision,
-            environment=taken[0].environment,
-            measurement=_measurement(config, taken),
-            duration_s=time.perf_counter() - started,
-        )
-
-    def _fail_error(self, config: BenchConfig, message: str, started: float) -> NoReturn:
+    def _fail_error(self, config: BenchConfig, message: str, duration: float) -> NoReturn:
         __tracebackhide__ = True
-        result = BenchmarkResult(
-            test_id=self._location.nodeid,
-            key=config.key(),
+        result = Result(
             config=config,
+            test_id=self._location.nodeid,
             decision=Decision(verdict=Verdict.ERROR, failed=True),
-            duration_s=time.perf_counter() - started,
+            duration_s=duration,
             error=message,
         )
         self._session.record(result)
         pytest.fail(f"cnnperf: {message}", pytrace=False)
 
 
-def _measurement(config: BenchConfig, taken: list[TakenSample]) -> Measurement:
-    return Measurement(config.batch_size, tuple(t.sample for t in taken), config.unit)
+@dataclasses.dataclass(frozen=True)
+class _Reference:
+    """A benchmark's baseline (``None``: there is none), its file as a user reads the path, and
+    the kinds of machine that have one when this one has none."""
+
+    entry: Result | None
+    file: str
+    elsewhere: tuple[str, ...]

@@ -10,17 +10,21 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .baseline import BaselineFileError, BaselineSaveError, BaselineStore, SaveOutcome, safe_name
-from .location import Location
+from .gate.policy import Plan, plan
 from .measuring.compiled import compile_cache_root
+from .model import NotSaved, Result, Verdict
 from .models import ModelRegistry
-from .results import BaselineEntry, BenchmarkResult, Remark, Verdict
-from .settings import Configuration, Settings
+from .settings import BASELINES, HISTORY, PRUNE, Configuration, Settings
+from .store.baseline import BaselineFileError, BaselineSaveError, BaselineStore, SaveOutcome
+from .store.locations import Location, safe_name
 
-#: test name -> configuration key -> entry
-Entries = dict[str, dict[str, BaselineEntry]]
+if TYPE_CHECKING:
+    from .history.record import HistoryLink
+
+#: test name -> configuration key -> baseline entry
+Entries = dict[str, dict[str, Result]]
 
 
 @dataclass
@@ -50,17 +54,13 @@ class Session:
         #: the run's device, e.g. ``"cpu"`` or ``"cuda:0"``
         self.device = device
         self.settings: Settings = configuration.resolve(self.device_type)
+        #: how the tests without a marker of their own are measured and judged
+        self.plan: Plan = plan(self.settings, configuration, self.device_type)
         self.registry = registry
-        from .settings import BASELINES
-
         self.store = BaselineStore(self.settings[BASELINES])
-        from .history.record import HistoryLink
-        from .settings import HISTORY
-
-        target = self.settings[HISTORY]
-        #: the run history (``--cnnperf-history``), read by the creep gate
-        self.history = HistoryLink(target) if target is not None else None
-        self.results: list[BenchmarkResult] = []
+        #: the run history (``--cnnperf-history``), read by the creep gate (set by the plugin)
+        self.history: HistoryLink | None = None
+        self.results: list[Result] = []
         #: baselines to write at the end: (machine, module) -> entries
         self.pending: dict[tuple[str, str], Entries] = defaultdict(dict)
         #: benchmark tests that exist, by baseline module, as their modules list them (before
@@ -81,9 +81,12 @@ class Session:
     def device_type(self) -> str:
         return self.device.split(":")[0]
 
-    def settings_for(self, marker: dict[Any, Any] | None) -> Settings:
-        """The settings of one test, with its ``@pytest.mark.cnnperf(...)`` arguments."""
-        return self.configuration.resolve(self.device_type, marker) if marker else self.settings
+    def plan_for(self, marker: dict[Any, Any] | None) -> Plan:
+        """The plan of one test, with its ``@pytest.mark.cnnperf(...)`` arguments."""
+        if not marker:
+            return self.plan
+        values = self.configuration.resolve(self.device_type, marker)
+        return plan(values, self.configuration, self.device_type)
 
     def warn(self, warning: str) -> None:
         if warning not in self.warnings:
@@ -101,25 +104,31 @@ class Session:
         """A part of a module was collected (or collecting it failed: ``expect`` it again)."""
         self.uncollected[location.module].discard(location.nodeid)
 
-    def record(self, result: BenchmarkResult) -> None:
+    @property
+    def history_target(self) -> Path | str | None:
+        target: Path | str | None = self.settings[HISTORY]
+        return target
+
+    def record(self, result: Result) -> None:
         self.results.append(result)
         if result.environment is not None:
             self.machine = result.environment.machine
 
-    def queue_baseline(self, location: Location, entry: BaselineEntry) -> None:
-        """Keep ``entry`` for writing at the end of the session; check now that its file can be
-        written back (a corrupt one fails this benchmark, and is left alone; so does one whose
-        folder or lock cannot be used)."""
-        machine = entry.environment.machine
+    def queue_baseline(self, location: Location, result: Result) -> None:
+        """Keep ``result`` for writing as a baseline at the end of the session; check now that
+        its file can be written back (a corrupt one fails this benchmark, and is left alone; so
+        does one whose folder or lock cannot be used)."""
+        assert result.environment is not None
+        machine = result.environment.machine
         path = self.store.path(machine, location.module)
         self.store.load(path, machine)
         self.store.check_writable(path)
         pending = self.pending[(machine, location.module)]
-        pending.setdefault(location.test, {})[entry.config.key()] = entry
+        pending.setdefault(location.test, {})[result.key] = result.as_baseline()
 
     def merge(
         self,
-        results: Iterable[BenchmarkResult],
+        results: Iterable[Result],
         pending: Mapping[tuple[str, str], Entries],
         collected: Mapping[str, Iterable[str]],
         uncollected: Mapping[str, Iterable[str]],
@@ -164,8 +173,6 @@ class Session:
         """Merge the recorded entries into their files (pruning stale tests on request), then
         list the stale entries that remain. A file that cannot be saved is an error, and its
         benchmarks' results say they were not saved."""
-        from .settings import PRUNE
-
         report = self.finish
         for (machine, module), entries in sorted(self.pending.items()):
             prune = self.stale_tests(machine, module) if self.settings[PRUNE] else []
@@ -177,7 +184,7 @@ class Session:
             if problem:
                 report.errors.append(problem)
                 report.unsaved += 1
-                self._not_saved(f"not saved: {problem}", (machine, module))
+                self._not_saved(problem, (machine, module))
         if self.machine:
             for module in sorted(self.collected):
                 path = self.store.path(self.machine, module)
@@ -192,23 +199,22 @@ class Session:
                 f"the run was interrupted, so none of the {count} baseline(s) it measured was "
                 "saved; run it again to record them"
             )
-            self._not_saved("not saved: the run was interrupted")
+            self._not_saved("the run was interrupted")
 
     def _not_saved(self, why: str, file: tuple[str, str] | None = None) -> None:
         """Results that say "saved" whose entries were not written (to ``file``: (machine,
         module); else to any) become errors, with a note that says why."""
         for i, result in enumerate(self.results):
-            if result.decision.verdict is Verdict.SAVED and (
-                file is None or self._bound_for(result, *file)
-            ):
+            decision = result.decision
+            if decision is None or decision.verdict is not Verdict.SAVED:
+                continue
+            if file is None or self._bound_for(result, *file):
                 decision = dataclasses.replace(
-                    result.decision,
-                    verdict=Verdict.ERROR,
-                    reasons=(Remark(why), *result.decision.reasons),
+                    decision, verdict=Verdict.ERROR, reasons=(NotSaved(why), *decision.reasons)
                 )
                 self.results[i] = dataclasses.replace(result, decision=decision)
 
-    def _bound_for(self, result: BenchmarkResult, machine: str, module: str) -> bool:
+    def _bound_for(self, result: Result, machine: str, module: str) -> bool:
         """Whether ``result``'s entry is one of those to be saved to the module's file."""
         path, _, test = result.test_id.partition("::")
         return (

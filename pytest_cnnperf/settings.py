@@ -24,7 +24,7 @@ from typing import Any, Generic, TypeVar
 
 from .measuring.cudnn import CudnnMode, parse_modes
 from .measuring.device import DeviceRequest, parse_device
-from .peaks import PeakSetting, parse_peak_tflops
+from .measuring.peak_table import PeakSetting, parse_peak_tflops
 
 T = TypeVar("T")
 
@@ -272,12 +272,13 @@ _SAME = object()
 class Setting(Generic[T]):
     """One setting of the plugin and every way to give it.
 
-    ``flag``: the command-line option (``None``: none); ``switch``: a flag without a value;
-    ``ini``: whether ``cnnperf_<name>`` is an ini setting; ``marker``: whether
-    ``@pytest.mark.cnnperf(<name>=...)`` takes it. ``default`` applies on every device unless
-    ``cuda`` gives CUDA its own. ``path``: the value is a path, relative to the folder pytest was
-    started in on the command line and to the rootdir in the ini file (and by default).
-    ``show`` writes a value as the help's "Default:" says it.
+    ``flag``: the command-line option (``True``: ``--cnnperf-<name>``; ``None``: none); a flag
+    whose parser is :func:`parse_bool` is a switch without a value. ``ini``: whether
+    ``cnnperf_<name>`` is an ini setting; ``marker``: whether ``@pytest.mark.cnnperf(<name>=...)``
+    takes it. ``default`` applies on every device unless ``cuda`` gives CUDA its own. ``path``:
+    the value is a path, relative to the folder pytest was started in on the command line and
+    to the rootdir in the ini file (and by default). ``show`` writes a value as the help's
+    "Default:" says it.
     """
 
     __slots__ = (
@@ -292,7 +293,6 @@ class Setting(Generic[T]):
         "parse",
         "path",
         "show",
-        "switch",
     )
 
     def __init__(
@@ -301,9 +301,8 @@ class Setting(Generic[T]):
         parse: Callable[[object], T],
         help: str,
         *,
-        flag: str | None = None,
+        flag: str | bool | None = None,
         metavar: str | None = None,
-        switch: bool = False,
         ini: bool = False,
         marker: bool = False,
         path: bool = False,
@@ -314,15 +313,19 @@ class Setting(Generic[T]):
         self.name = name
         self.parse = parse
         self.help = help
-        self.flag = flag
+        self.flag = "--cnnperf-" + name.replace("_", "-") if flag is True else flag or None
         self.metavar = metavar
-        self.switch = switch
         self.ini = ini
         self.marker = marker
         self.path = path
         self.default = default
         self.cuda = cuda
         self.show = show
+
+    @property
+    def switch(self) -> bool:
+        """A flag without a value."""
+        return self.parse is parse_bool
 
     @property
     def ini_name(self) -> str:
@@ -350,300 +353,132 @@ class Setting(Generic[T]):
         return f"Setting({self.name!r})"
 
 
+def _seconds(value: float) -> str:
+    return f"{value:g} s"
+
+
+# Help text follows pytest's rules: capitalised; a single phrase has no period.
+# fmt: off
 ENABLED = Setting(
-    "enabled",
-    parse_bool,
-    "Run the benchmark tests (without it they are skipped and torch is not imported)",
-    flag="--cnnperf",
-    switch=True,
-    default=False,
+    "enabled", parse_bool, "Run the benchmark tests (without it they are skipped and torch is "
+    "not imported)", flag="--cnnperf", default=False
 )
 CUDNN: Setting[tuple[CudnnMode, ...] | None] = Setting(
-    "cudnn",
-    parse_modes,
-    "Parametrize benchmarks over cuDNN modes: on, off, benchmark, deterministic "
-    "(CUDA runs only). Default: the flags as they are",
-    flag="--cudnn",
-    metavar="MODE[,MODE...]",
-    ini=True,
+    "cudnn", parse_modes, "Parametrize benchmarks over cuDNN modes: on, off, benchmark, "
+    "deterministic (CUDA runs only). Default: the flags as they are",
+    flag="--cudnn", metavar="MODE[,MODE...]", ini=True
 )
 DEVICE = Setting(
-    "device",
-    parse_device,
-    "Device to benchmark on: auto (the first CUDA device, else the CPU), cpu, cuda or cuda:N",
-    flag="--cnnperf-device",
-    metavar="DEVICE",
-    ini=True,
-    default=DeviceRequest("auto"),
-    show=str,
+    "device", parse_device, "Device to benchmark on: auto (the first CUDA device, else the "
+    "CPU), cpu, cuda or cuda:N", flag=True, metavar="DEVICE", ini=True,
+    default=DeviceRequest("auto"), show=str
 )
 SAVE = Setting(
-    "save",
-    parse_bool,
-    "Record baselines from this run instead of gating against them",
-    flag="--cnnperf-save",
-    switch=True,
-    default=False,
+    "save", parse_bool, "Record baselines from this run instead of gating against them",
+    flag=True, default=False
 )
 PRUNE = Setting(
-    "prune",
-    parse_bool,
-    "With --cnnperf-save, also remove the baseline entries of the test modules that ran "
-    "whose tests this run did not collect",
-    flag="--cnnperf-prune",
-    switch=True,
-    default=False,
+    "prune", parse_bool, "With --cnnperf-save, also remove the baseline entries of the test "
+    "modules that ran whose tests this run did not collect", flag=True, default=False
 )
 BASELINES: Setting[Path] = Setting(
-    "baselines",
-    parse_path,
-    "Directory of baseline files. Default: baselines/ under the rootdir",
-    flag="--cnnperf-baselines",
-    metavar="DIR",
-    ini=True,
-    path=True,
-    default=Path("baselines"),
+    "baselines", parse_path, "Directory of baseline files. Default: baselines/ under the "
+    "rootdir", flag=True, metavar="DIR", ini=True, path=True, default=Path("baselines")
 )
 MACHINE: Setting[str | None] = Setting(
-    "machine",
-    parse_text,
-    "Name of the kind of machine whose baselines apply. Default: derived from the device, "
-    "e.g. nvidia-h100-80gb-hbm3 or cpu-amd-epyc-7763-2t",
-    flag="--cnnperf-machine",
-    metavar="NAME",
-    ini=True,
+    "machine", parse_text, "Name of the kind of machine whose baselines apply. Default: "
+    "derived from the device, e.g. nvidia-h100-80gb-hbm3 or cpu-amd-epyc-7763-2t",
+    flag=True, metavar="NAME", ini=True
 )
 THRESHOLD = Setting(
-    "threshold",
-    parse_loss_threshold,
-    "Throughput loss that fails a benchmark, e.g. 10%",
-    flag="--cnnperf-threshold",
-    metavar="PCT",
-    ini=True,
-    marker=True,
-    default=0.10,
-    cuda=0.05,
-    show=percent,
+    "threshold", parse_loss_threshold, "Throughput loss that fails a benchmark, e.g. 10%",
+    flag=True, metavar="PCT", ini=True, marker=True, default=0.10, cuda=0.05, show=percent
 )
 MEMORY_THRESHOLD = Setting(
-    "memory_threshold",
-    parse_growth_threshold,
-    "Peak-memory growth that fails a benchmark, e.g. 5%",
-    flag="--cnnperf-memory-threshold",
-    metavar="PCT",
-    ini=True,
-    marker=True,
-    default=0.05,
-    show=percent,
+    "memory_threshold", parse_growth_threshold, "Peak-memory growth that fails a benchmark, "
+    "e.g. 5%", flag=True, metavar="PCT", ini=True, marker=True, default=0.05, show=percent
 )
 COMPILE_TIME_THRESHOLD: Setting[float | None] = Setting(
-    "compile_time_threshold",
-    parse_growth_threshold,
-    "Compile-time growth that fails a compiled benchmark, e.g. 50%. Default: none (compile "
-    "time is reported against the baseline, never failed on: it is noisy)",
-    flag="--cnnperf-compile-time-threshold",
-    metavar="PCT",
-    ini=True,
-    marker=True,
+    "compile_time_threshold", parse_growth_threshold, "Compile-time growth that fails a "
+    "compiled benchmark, e.g. 50%. Default: none (compile time is reported against the "
+    "baseline, never failed on: it is noisy)", flag=True, metavar="PCT", ini=True, marker=True
 )
 STRICT = Setting(
-    "strict",
-    parse_bool,
-    "Fail benchmarks that have no baseline, whose verdict is inconclusive or whose "
-    "environment (torch, CUDA, cuDNN, driver) differs from the baseline's",
-    flag="--cnnperf-strict",
-    switch=True,
-    ini=True,
-    marker=True,
-    default=False,
+    "strict", parse_bool, "Fail benchmarks that have no baseline, whose verdict is "
+    "inconclusive or whose environment (torch, CUDA, cuDNN, driver) differs from the "
+    "baseline's", flag=True, ini=True, marker=True, default=False
 )
 EFFORT = Setting(
-    "effort",
-    parse_effort,
-    "How much to measure: quick, standard or thorough",
-    flag="--cnnperf-effort",
-    metavar="LEVEL",
-    ini=True,
-    marker=True,
-    default=Effort.STANDARD,
-    show=str,
+    "effort", parse_effort, "How much to measure: quick, standard or thorough",
+    flag=True, metavar="LEVEL", ini=True, marker=True, default=Effort.STANDARD, show=str
 )
 INPROCESS = Setting(
-    "inprocess",
-    parse_bool,
-    "Measure inside the pytest process instead of in fresh sample processes (faster, "
-    "works under a debugger; the samples then share one process's noise)",
-    flag="--cnnperf-inprocess",
-    switch=True,
-    ini=True,
-    default=False,
+    "inprocess", parse_bool, "Measure inside the pytest process instead of in fresh sample "
+    "processes (faster, works under a debugger; the samples then share one process's noise)",
+    flag=True, ini=True, default=False
 )
 SAMPLES = Setting(
-    "samples",
-    parse_samples,
-    "Samples (fresh processes) per benchmark at the first look; twice as many to re-measure "
-    "or save",
-    flag="--cnnperf-samples",
-    metavar="N",
-    ini=True,
-    default=6,
-    cuda=3,
-    show=str,
+    "samples", parse_samples, "Samples (fresh processes) per benchmark at the first look; "
+    "twice as many to re-measure or save", flag=True, metavar="N", ini=True, default=6,
+    cuda=3, show=str
 )
 MIN_TIME = Setting(
-    "min_time",
-    parse_seconds,
-    "Seconds of timed steps per sample",
-    ini=True,
-    default=0.4,
-    cuda=1.0,
-    show=lambda seconds: f"{seconds:g} s",
+    "min_time", parse_seconds, "Seconds of timed steps per sample", ini=True, default=0.4,
+    cuda=1.0, show=_seconds
 )
 SAMPLE_TIMEOUT = Setting(
-    "sample_timeout",
-    parse_seconds,
-    "Seconds a sample process may take before it is killed",
-    ini=True,
-    default=1800.0,
-    show=lambda seconds: f"{seconds:g} s",
+    "sample_timeout", parse_seconds, "Seconds a sample process may take before it is killed",
+    ini=True, default=1800.0, show=_seconds
 )
 CALIBRATION = Setting(
-    "calibration",
-    parse_bool,
-    "Time a calibration workload in every sample and allow for the machine's speed (true/false)",
-    ini=True,
-    default=True,
-    show=lambda on: "true" if on else "false",
+    "calibration", parse_bool, "Time a calibration workload in every sample and allow for the "
+    "machine's speed (true/false)", ini=True, default=True, show=lambda on: str(on).lower()
 )
 PEAK_TFLOPS: Setting[PeakSetting | None] = Setting(
-    "peak_tflops",
-    parse_peak_tflops,
-    "The device's dense peak in TFLOP/s that utilisation (MFU) is measured against: one "
-    "figure for every precision (312) or figures per precision (bf16=989,tf32=494). Default: "
-    "NVIDIA's datasheet figure for the GPUs pytest-cnnperf knows, a measured matrix product "
-    "on the CPU",
-    ini=True,
+    "peak_tflops", parse_peak_tflops, "The device's dense peak in TFLOP/s that utilisation "
+    "(MFU) is measured against: one figure for every precision (312) or figures per precision "
+    "(bf16=989,tf32=494). Default: NVIDIA's datasheet figure for the GPUs pytest-cnnperf "
+    "knows, a measured matrix product on the CPU", ini=True
 )
 JSON_REPORT: Setting[Path | None] = Setting(
-    "json",
-    parse_path,
-    "Write every result, with its environment, samples and verdict, as JSON",
-    flag="--cnnperf-json",
-    metavar="PATH",
-    path=True,
+    "json", parse_path, "Write every result, with its environment, samples and verdict, as "
+    "JSON", flag=True, metavar="PATH", path=True
 )
 MARKDOWN_REPORT: Setting[Path | None] = Setting(
-    "markdown",
-    parse_path,
-    "Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when it is set)",
-    flag="--cnnperf-markdown",
-    metavar="PATH",
-    path=True,
+    "markdown", parse_path, "Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY "
+    "when it is set)", flag=True, metavar="PATH", path=True
 )
 PLOT_REPORT: Setting[Path | None] = Setting(
-    "plot",
-    parse_path,
-    "Draw throughput and memory against the baselines to a PNG or SVG (needs matplotlib)",
-    flag="--cnnperf-plot",
-    metavar="PATH",
-    path=True,
+    "plot", parse_path, "Draw throughput and memory against the baselines to a PNG or SVG "
+    "(needs matplotlib)", flag=True, metavar="PATH", path=True
 )
 BENCHMARK_JSON_REPORT: Setting[Path | None] = Setting(
-    "benchmark_json",
-    parse_path,
-    "Also write the results in pytest-benchmark's JSON format, for its dashboards",
-    flag="--cnnperf-benchmark-json",
-    metavar="PATH",
-    path=True,
+    "benchmark_json", parse_path, "Also write the results in pytest-benchmark's JSON format, "
+    "for its dashboards", flag=True, metavar="PATH", path=True
 )
 HISTORY: Setting[Path | str | None] = Setting(
-    "history",
-    parse_history,
-    "Append every benchmarked run (results, samples, environment, git commit, CI run) to a "
-    "history: a SQLite file, or a postgresql:// URL shared by many runners",
-    flag="--cnnperf-history",
-    metavar="TARGET",
-    ini=True,
-    path=True,
+    "history", parse_history, "Append every benchmarked run (results, samples, environment, "
+    "git commit, CI run) to a history: a SQLite file, or a postgresql:// URL shared by many "
+    "runners", flag=True, metavar="TARGET", ini=True, path=True
 )
 CREEP: Setting[float | None] = Setting(
-    "creep",
-    parse_loss_threshold,
-    "With a history: also fail a benchmark whose throughput or peak memory is worse than the "
-    "best of its recent runs on this machine by more than this, e.g. 10% (below 100%, for "
-    "both), whatever its baseline says",
-    flag="--cnnperf-creep",
-    metavar="PCT",
-    ini=True,
+    "creep", parse_loss_threshold, "With a history: also fail a benchmark whose throughput or "
+    "peak memory is worse than the best of its recent runs on this machine by more than this, "
+    "e.g. 10% (below 100%, for both), whatever its baseline says",
+    flag=True, metavar="PCT", ini=True
 )
 CREEP_RUNS = Setting(
-    "creep_runs",
-    positive_int("a number of runs", 10),
-    "Recent runs of the history the creep gate takes the best of",
-    ini=True,
-    default=10,
-    show=str,
+    "creep_runs", positive_int("a number of runs", 10), "Recent runs of the history the creep "
+    "gate takes the best of", ini=True, default=10, show=str
 )
 CREEP_ACCEPT = Setting(
-    "creep_accept",
-    parse_bool,
-    "Accept this run's figures: the creep gate does not judge it, and compares later runs "
-    "only with the runs from this one on",
-    flag="--cnnperf-creep-accept",
-    switch=True,
-    default=False,
-)
-ZOO_MODELS: Setting[tuple[str, ...] | None] = Setting(
-    "zoo_models",
-    parse_names,
-    "Models of the bundled zoo (--pyargs pytest_cnnperf.zoo), comma-separated. "
-    "Default: resnet18,resnet50,vgg16,mobilenet_v2,efficientnet_b0,googlenet,inception_v3",
-    flag="--cnnperf-zoo-models",
-    metavar="NAMES",
-)
-ZOO_BATCH_SIZE: Setting[tuple[int, ...] | None] = Setting(
-    "zoo_batch_size",
-    parse_positive_ints,
-    "Batch sizes for the zoo. Default: each model's published size on a GPU, a small one on "
-    "the CPU",
-    flag="--cnnperf-zoo-batch-size",
-    metavar="N[,N...]",
-)
-ZOO_IMAGE_SIZE: Setting[int | None] = Setting(
-    "zoo_image_size",
-    positive_int("an image size", 224),
-    "Image size for the zoo. Default: each model's own (224, 299 for inception_v3) on a GPU, "
-    "small on the CPU",
-    flag="--cnnperf-zoo-image-size",
-    metavar="PX",
-)
-ZOO_AMP: Setting[tuple[str | None, ...]] = Setting(
-    "zoo_amp",
-    parse_amp_list,
-    "Automatic mixed precision for the zoo: off, fp16, bf16, or several. Default: off",
-    flag="--cnnperf-zoo-amp",
-    metavar="MODE[,MODE...]",
-    default=(None,),
-)
-ZOO_MEMORY_FORMAT: Setting[tuple[bool, ...]] = Setting(
-    "zoo_memory_format",
-    parse_memory_formats,
-    "Memory format for the zoo: contiguous, channels_last, or both. Default: contiguous",
-    flag="--cnnperf-zoo-memory-format",
-    metavar="FORMAT[,FORMAT...]",
-    default=(False,),
-)
-ZOO_COMPILE: Setting[tuple[str | None, ...]] = Setting(
-    "zoo_compile",
-    parse_compile_modes,
-    "torch.compile modes for the zoo: off (eager), default, reduce-overhead, max-autotune, "
-    "max-autotune-no-cudagraphs, or several. Default: off",
-    flag="--cnnperf-zoo-compile",
-    metavar="MODE[,MODE...]",
-    default=(None,),
+    "creep_accept", parse_bool, "Accept this run's figures: the creep gate does not judge it, "
+    "and compares later runs only with the runs from this one on", flag=True, default=False
 )
 
-#: every setting, in the order ``pytest --help`` lists them
+# fmt: on
+
+#: the plugin's own settings, in the order ``pytest --help`` lists them (the zoo adds its own)
 SETTINGS: tuple[Setting[Any], ...] = (
     ENABLED,
     CUDNN,
@@ -671,12 +506,6 @@ SETTINGS: tuple[Setting[Any], ...] = (
     CREEP,
     CREEP_RUNS,
     CREEP_ACCEPT,
-    ZOO_MODELS,
-    ZOO_BATCH_SIZE,
-    ZOO_IMAGE_SIZE,
-    ZOO_AMP,
-    ZOO_MEMORY_FORMAT,
-    ZOO_COMPILE,
 )
 MARKER_SETTINGS = tuple(s for s in SETTINGS if s.marker)
 MARKER_ARGUMENTS = tuple(s.name for s in MARKER_SETTINGS)
@@ -691,11 +520,11 @@ def _dest(setting: Setting[Any]) -> str:
     return f"cnnperf_{setting.name}"
 
 
-def add_options(parser: Any) -> None:
-    """Declare every option and ini setting (``parser``: pytest's ``Parser``)."""
-    # Help text follows pytest's rules: capitalised; a single phrase has no period.
+def add_options(parser: Any, table: Iterable[Setting[Any]] = SETTINGS) -> None:
+    """Declare every option and ini setting of ``table`` (``parser``: pytest's ``Parser``)."""
     group = parser.getgroup("cnnperf", "CNN training performance (pytest-cnnperf)")
-    for setting in SETTINGS:
+    table = tuple(table)
+    for setting in table:
         if setting.flag is None:
             continue
         text = setting.full_help().replace("%", "%%")
@@ -711,7 +540,7 @@ def add_options(parser: Any) -> None:
                 type=argtype(setting.parse),
                 help=text,
             )
-    for setting in SETTINGS:
+    for setting in table:
         if setting.ini:
             parser.addini(setting.ini_name, setting.full_help(), default="")
 
@@ -772,11 +601,14 @@ class Configuration:
         ini: Mapping[Setting[Any], Any],
         invocation_dir: Path,
         rootdir: Path,
+        table: Iterable[Setting[Any]] = SETTINGS,
     ) -> None:
         self.cli = dict(cli)
         self.ini = dict(ini)
         self.invocation_dir = invocation_dir
         self.rootdir = rootdir
+        #: every setting there is (the plugin's and the zoo's)
+        self.table = tuple(table)
 
     @classmethod
     def read(
@@ -785,12 +617,13 @@ class Configuration:
         getini: Callable[[str], object],
         invocation_dir: Path,
         rootdir: Path,
-        settings: Iterable[Setting[Any]] = SETTINGS,
+        table: Iterable[Setting[Any]] = SETTINGS,
     ) -> Configuration:
         """From pytest's parsed ``options`` and ``getini``; ``IniError`` for a bad ini value."""
         cli: dict[Setting[Any], Any] = {}
         ini: dict[Setting[Any], Any] = {}
-        for setting in settings:
+        table = tuple(table)
+        for setting in table:
             if setting.flag is not None:
                 value = getattr(options, _dest(setting), None)
                 if value is not None:
@@ -802,7 +635,7 @@ class Configuration:
                         ini[setting] = setting.parse(raw)
                     except ValueError as exc:
                         raise IniError(f"ini setting {setting.ini_name} = {raw!r}: {exc}") from None
-        return cls(cli, ini, invocation_dir, rootdir)
+        return cls(cli, ini, invocation_dir, rootdir, table)
 
     def resolve(
         self, device_type: str, marker: Mapping[Setting[Any], Any] | None = None
@@ -810,7 +643,7 @@ class Configuration:
         """The value of every setting: the command line's, else the marker's, else the ini
         file's, else the device's default."""
         values: dict[Setting[Any], Any] = {}
-        for setting in SETTINGS:
+        for setting in self.table:
             if setting in self.cli:
                 value, base = self.cli[setting], self.invocation_dir
             elif marker and setting in marker:

@@ -12,8 +12,8 @@ import pytest
 
 if TYPE_CHECKING:
     from .sampling.manager import Sampling
+    from .sampling.stopping import Stopping
     from .session import Session
-    from .stopping import Stopping
 
 #: the session's results, baselines to save and settings (only in a ``--cnnperf`` run)
 SESSION: pytest.StashKey[Session] = pytest.StashKey()

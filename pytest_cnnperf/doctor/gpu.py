@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..measuring.nvml import SLOWDOWN_REASONS
-from ..peaks import lookup
+from ..measuring.peak_table import lookup
 from .findings import Finding, Level, Section
 
 HOT_C = 85

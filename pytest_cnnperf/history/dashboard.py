@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import units
+from ..model import units
 from .series import Analysis
 from .views import change_point_line, creep_line, when
 
@@ -98,7 +98,7 @@ def _segments(analysis: Analysis) -> list[tuple[int, int, float]]:
 def chart(analysis: Analysis) -> str:
     """Throughput (each run: its fastest sample, and its samples' quartiles) and peak memory
     over the runs, change points and environment changes marked, the creep window shaded."""
-    from ..results import Spread
+    from ..model import Spread
 
     _, figure_class = _matplotlib()
     series = analysis.series
@@ -368,7 +368,7 @@ def series_page(analysis: Analysis, target: str) -> str:
             f"<td>{_e(when(point.run.recorded))}</td>"
             f'<td class="n">{_e(units.rate(point.throughput, series.unit))} ±{spread:.0%}</td>'
             f'<td class="n">{_e(units.nbytes(point.peak_bytes))}</td>'
-            f"<td>{_e(point.result.decision.verdict)}</td>"
+            f"<td>{_e(point.result.verdict)}</td>"
             f"<td>{_e(f'torch {env.torch}' if env else '-')}</td>"
             "</tr>"
         )

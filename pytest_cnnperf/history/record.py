@@ -15,16 +15,13 @@ import socket
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .. import __version__
+from ..gate.creep import Run
+from ..model import Result
 from .identity import ci_run, git_state
-from .runs import Entry, RunInfo
+from .runs import RunInfo
 from .store import HistoryProblem, display, open_store
-
-if TYPE_CHECKING:
-    from ..results import BenchmarkResult
-    from ..session import Session
 
 
 def now() -> str:
@@ -60,7 +57,7 @@ class HistoryLink:
         #: why the history could not be read, once it could not
         self.problem: str | None = None
 
-    def recent(self, test_id: str, key: str, machine: str, runs: int) -> list[Entry] | None:
+    def recent(self, test_id: str, key: str, machine: str, runs: int) -> list[Run] | None:
         """The benchmark's newest ``runs`` runs on ``machine``, newest first (none before a
         history file exists); ``None`` when the history cannot be read (see :attr:`problem`)."""
         if self.problem is not None:
@@ -69,33 +66,32 @@ class HistoryLink:
             return []
         try:
             with open_store(self.target) as store:
-                return store.recent(test_id, key, machine, runs)
+                entries = store.recent(test_id, key, machine, runs)
         except HistoryProblem as exc:
             self.problem = str(exc)
-        return None
+            return None
+        return [Run(e.result, e.run.commit, e.run.recorded) for e in entries]
 
 
-def append(session: Session, folder: Path, results: Sequence[BenchmarkResult]) -> None:
-    """Append the session's run to its history (``--cnnperf-history``); what happened becomes a
-    line of the terminal summary: the run's number, or the problem."""
-    from ..settings import CREEP_ACCEPT, HISTORY
-
-    target = session.settings[HISTORY]
-    if target is None or not results:
-        return
-    info = run_info(folder, session.machine, session.settings[CREEP_ACCEPT])
+def append(
+    target: Path | str, folder: Path, machine: str | None, accepted: bool, results: Sequence[Result]
+) -> tuple[str | None, str | None]:
+    """Append a session's run to its history: the line that says so, or the problem (the
+    history is named in either)."""
+    if not results:
+        return None, None
+    info = run_info(folder, machine, accepted)
     try:
         with open_store(target, create=True) as store:
             run_id = store.append(info, results)
     except HistoryProblem as exc:
-        problem = f"{exc}; this run is not in it (its results, reports and baselines were written)"
-        session.reported([], [problem])
-        return
+        return (
+            None,
+            f"{exc}; this run is not in it (its results, reports and baselines were written)",
+        )
     count = len(results)
-    session.reported(
-        [
-            f"recorded run {run_id} ({count} benchmark{'' if count == 1 else 's'}) in the history "
-            f"{display(target)}"
-        ],
-        [],
+    return (
+        f"recorded run {run_id} ({count} benchmark{'' if count == 1 else 's'}) in the history "
+        f"{display(target)}",
+        None,
     )

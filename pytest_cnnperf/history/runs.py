@@ -1,16 +1,15 @@
 """What a history records about a run besides its results: when and where it ran, the git
 commit it measured, the CI job it belonged to; and a stored benchmark result with its run.
 
-``RUN`` maps :class:`RunInfo` to the JSON a history keeps in its ``info`` column, field by field
-as ``formats`` maps results (which the history keeps in its ``result`` column).
+A history keeps :class:`RunInfo` as JSON in its ``info`` column and each result in its
+``result`` column, both written by ``store.codec``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..formats import BOOL, STR, Field, ObjectOf, optional
-from ..results import BenchmarkResult
+from ..model import Result
 
 
 @dataclass(frozen=True)
@@ -91,41 +90,4 @@ class Entry:
     #: the run's number in its history (the database's id)
     run_id: int
     run: RunInfo
-    result: BenchmarkResult
-
-
-GIT = ObjectOf(
-    GitState,
-    optional("commit", STR),
-    optional("branch", STR),
-    optional("dirty", BOOL),
-    optional("commit_time", STR),
-)
-CI = ObjectOf(
-    CiRun,
-    Field("provider", STR),
-    optional("run_id", STR),
-    optional("attempt", STR),
-    optional("job_id", STR),
-    optional("tested_commit", STR),
-    optional("head_commit", STR),
-    optional("branch", STR),
-    optional("base_branch", STR),
-    optional("pull_request", STR),
-    optional("project", STR),
-    optional("url", STR),
-)
-RUN = ObjectOf(
-    RunInfo,
-    Field("uid", STR),
-    Field("recorded", STR),
-    optional("machine", STR),
-    Field("host", STR),
-    Field("git", GIT),
-    optional("ci", CI),
-    Field("cnnperf", STR),
-    optional("accepted", BOOL, False),
-)
-
-#: every mapping of this module, for the test that each maps all of its dataclass's fields
-RECORDS = (GIT, CI, RUN)
+    result: Result

@@ -11,7 +11,7 @@ import fnmatch
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..results import BenchmarkResult, Environment, Measurement
+from ..model import Environment, Measurement, Result
 from .changepoints import ChangePoint
 from .runs import Entry, RunInfo
 from .trend import CreepView
@@ -26,7 +26,7 @@ class Point:
 
     run_id: int
     run: RunInfo
-    result: BenchmarkResult
+    result: Result
 
     @property
     def measurement(self) -> Measurement:

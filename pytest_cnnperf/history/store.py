@@ -11,7 +11,8 @@ The schema has a version. SQLite keeps it in ``PRAGMA user_version`` (and marks 
 ours with ``PRAGMA application_id``), PostgreSQL in a ``cnnperf_schema`` table; opening a history
 applies the migrations it lacks, in one transaction (under an advisory lock on PostgreSQL), and
 refuses a history written by a newer pytest-cnnperf. A run's result is kept as the JSON
-``formats.RESULT`` writes, next to the columns the queries need.
+``store.codec`` writes (with its ``schema_version``; rows without one are version 1's), next to
+the columns the queries need.
 
 Every problem (no server, a wrong password, a newer schema, a locked or foreign file) is a
 :class:`HistoryProblem` whose message names the history (a URL's password masked) and the cause.
@@ -28,10 +29,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from .. import formats
-from ..explain import display_path
-from ..results import BenchmarkResult
-from .runs import RUN, Entry, RunInfo
+from ..model import Result
+from ..reports.explain import display_path
+from ..store import codec, results_file
+from .runs import Entry, RunInfo
 
 #: seconds a SQLite writer waits for another writer's lock
 LOCK_TIMEOUT_S = 30.0
@@ -152,7 +153,7 @@ def _run_row(run: RunInfo) -> tuple[Any, ...]:
         run.ci.provider if run.ci else None,
         run.ci.url if run.ci else None,
         run.accepted,
-        json.dumps(RUN.dump(run), sort_keys=True),
+        json.dumps(codec.dump(run), sort_keys=True),
     )
 
 
@@ -166,7 +167,7 @@ _INSERT_RESULT = (
 )
 
 
-def _result_rows(run: RunInfo, results: Sequence[BenchmarkResult]) -> list[tuple[Any, ...]]:
+def _result_rows(run: RunInfo, results: Sequence[Result]) -> list[tuple[Any, ...]]:
     """The rows of ``results``, without their run's id (first in the table)."""
     rows = []
     for result in results:
@@ -177,18 +178,16 @@ def _result_rows(run: RunInfo, results: Sequence[BenchmarkResult]) -> list[tuple
                 result.test_id,
                 result.key,
                 machine or "unknown",
-                result.decision.verdict.value,
+                result.verdict.value if result.verdict else "none",
                 m.items_per_second if m else None,
                 m.peak_allocated_bytes if m else None,
-                json.dumps(formats.RESULT.dump(result), sort_keys=True),
+                json.dumps(results_file.result_data(result), sort_keys=True),
             )
         )
     return rows
 
 
-def _checked_rows(
-    name: str, run: RunInfo, results: Sequence[BenchmarkResult]
-) -> list[tuple[Any, ...]]:
+def _checked_rows(name: str, run: RunInfo, results: Sequence[Result]) -> list[tuple[Any, ...]]:
     """The rows to store, or a problem for a result JSON cannot hold (a non-finite number)."""
     try:
         return _result_rows(run, results)
@@ -202,7 +201,7 @@ class Store(AbstractContextManager["Store"]):
     #: how messages name it
     name: str
 
-    def append(self, run: RunInfo, results: Sequence[BenchmarkResult]) -> int:
+    def append(self, run: RunInfo, results: Sequence[Result]) -> int:
         """Store ``run`` with its results in one transaction; returns the run's number."""
         raise NotImplementedError
 
@@ -235,11 +234,11 @@ class Store(AbstractContextManager["Store"]):
                 entries.append(
                     Entry(
                         int(run_id),
-                        RUN.load(json.loads(info), "info"),
-                        formats.RESULT.load(json.loads(result), "result"),
+                        codec.load(RunInfo, json.loads(info), "info"),
+                        results_file.read_result(json.loads(result), "result"),
                     )
                 )
-            except (ValueError, formats.DataError) as exc:
+            except (ValueError, codec.DataError) as exc:
                 raise HistoryProblem(self.name, f"run {run_id} cannot be read: {exc}") from None
         return entries
 
@@ -333,7 +332,7 @@ class SqliteStore(Store):
             raise
         self.conn.execute("COMMIT")
 
-    def append(self, run: RunInfo, results: Sequence[BenchmarkResult]) -> int:
+    def append(self, run: RunInfo, results: Sequence[Result]) -> int:
         rows = _checked_rows(self.name, run, results)
         try:
             with self._write():
@@ -420,7 +419,7 @@ class PostgresStore(Store):
         except self._errors as exc:
             raise HistoryProblem(self.name, f"PostgreSQL failed: {_first_line(exc)}") from None
 
-    def append(self, run: RunInfo, results: Sequence[BenchmarkResult]) -> int:
+    def append(self, run: RunInfo, results: Sequence[Result]) -> int:
         rows = _checked_rows(self.name, run, results)
 
         def insert(conn: Any) -> int:

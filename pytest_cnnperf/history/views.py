@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .. import units
+from ..model import units
 from ..reports import text
 from .changepoints import ChangePoint
 from .series import Analysis, Series

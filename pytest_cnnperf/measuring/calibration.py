@@ -24,7 +24,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from ..results import CPU_CALIBRATION_UNIT
+from ..model.config import CPU_CALIBRATION_UNIT
 from .timing import Clock
 
 WARMUP = 3

@@ -43,7 +43,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..benchmark import CompileRequest
-from ..results import Compilation, CompilerStack, GraphBreak, TimedSteps
+from ..model import Compilation, CompilerStack, GraphBreak
+from .timing import TimedSteps
 
 Phase = tuple[str, Callable[[], None]]
 

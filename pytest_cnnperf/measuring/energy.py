@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..results import Energy
+from ..model import Energy
 
 POWERCAP = "sys/class/powercap"
 

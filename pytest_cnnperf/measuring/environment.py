@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..results import Environment, Flags
+from ..model import Environment, Flags
 
 
 def slug(text: str) -> str:

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..results import StepFlops
+from ..model import StepFlops
 
 #: per phase, per operator
 Counts = tuple[dict[str, int], dict[str, int]]

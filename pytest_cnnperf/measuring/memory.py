@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..results import MemoryPeak
+from ..model import MemoryPeak
 from .workload import Workload
 
 #: lines the profiler's native logger prints that say nothing to a benchmark's reader

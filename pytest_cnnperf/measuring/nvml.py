@@ -26,7 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..results import DeviceHealth
+from ..model import DeviceHealth
 
 T = TypeVar("T")
 

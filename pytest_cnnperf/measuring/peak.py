@@ -17,8 +17,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..peaks import PeakSetting, lookup
-from ..results import Flags, Peak, StepFlops
+from ..model import Flags, Peak, StepFlops
+from .peak_table import PeakSetting, lookup
 
 #: the matrix products the CPU's peak is measured with: size, and the bounds on their number and
 #: time (about half a second: it is measured in every benchmark's first sample process)

@@ -6,29 +6,14 @@ FLOPs and find the device's peak; then describe the environment the figures belo
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
-from ..peaks import PeakSetting
-from ..policy import TimingPolicy
-from ..results import DeviceHealth, Environment, Peak, Sample, StepFlops
+from ..gate.policy import Plan
+from ..model import DeviceHealth, Environment, Peak, Sample, StepFlops
 from . import calibration, compiled, cpuload, energy, environment, flops, memory, nvml
 from .peak import find as find_peak
 from .timing import Clock, CpuClock, CudaClock, time_steps
 from .workload import Workload
-
-
-@dataclass(frozen=True)
-class SamplePlan:
-    """How to take a sample, the same for every sample of a benchmark."""
-
-    timing: TimingPolicy
-    #: time the calibration workload after the steps
-    calibrate: bool = True
-    #: the kind of machine the baselines apply to, when the user named it
-    machine: str | None = None
-    #: the device's peak as the project states it (``cnnperf_peak_tflops``)
-    peak_tflops: PeakSetting | None = None
 
 
 def clock_for(device: Any) -> Clock:
@@ -38,7 +23,7 @@ def clock_for(device: Any) -> Clock:
 def take_sample(
     workload: Workload,
     device: Any,
-    plan: SamplePlan,
+    plan: Plan,
     *,
     memory_pass: bool,
     in_process: bool,
@@ -79,7 +64,12 @@ def take_sample(
     counted, device_peak = _efficiency(workload, device, plan) if flops_pass else (None, None)
     used = probe.energy(workload.items_per_step * len(timed.step_times_s)) if probe else None
     sample = Sample(
-        **vars(timed),
+        step_time_s=timed.step_time_s,
+        step_times_s=timed.step_times_s,
+        phases=timed.phases,
+        cold_step_s=timed.cold_step_s,
+        warmup_steps=timed.warmup_steps,
+        warmup_steady=timed.warmup_steady,
         calibration_s=calibration_s,
         memory=peak,
         health=health,
@@ -105,7 +95,7 @@ def _threads() -> int:
 
 
 def _efficiency(
-    workload: Workload, device: Any, plan: SamplePlan
+    workload: Workload, device: Any, plan: Plan
 ) -> tuple[StepFlops | None, Peak | None]:
     """The step's FLOPs (after the timed steps and the memory pass: a real step counted here
     is no cold step) and the peak they are measured against."""

@@ -16,10 +16,10 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..policy import TimingPolicy
-from ..results import TimedSteps
+from ..gate.policy import TimingPolicy
 
 Phase = tuple[str, Callable[[], None]]
 
@@ -171,6 +171,20 @@ def time_block(
     if probe:
         probe.stop()
     return wall, marks
+
+
+@dataclass(frozen=True)
+class TimedSteps:
+    """The timed part of a sample: the cold step, the warm-up and a block of timed steps
+    (``model.Sample`` holds the same figures with what was measured around them)."""
+
+    step_time_s: float
+    step_times_s: tuple[float, ...]
+    phases: dict[str, tuple[float, ...]]
+    cold_step_s: float
+    #: steps run before the timed block: the cold one, the warm-up, one to size the block
+    warmup_steps: int
+    warmup_steady: bool
 
 
 def time_steps(

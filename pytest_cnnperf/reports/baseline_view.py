@@ -5,18 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .. import units
-from ..results import Spread
+from ..model import Result, units
 from . import table, text
-from .records import Record
 
 
-def lines(records: Sequence[Record]) -> list[str]:
-    compiled = any(r.graph_breaks is not None for r in records)
+def lines(results: Sequence[Result]) -> list[str]:
+    compiled = any(r.config.compile for r in results)
     body = []
-    for r in records:
-        spread = Spread.of(r.step_times_s)
-        throughput = units.rate(r.items_per_second, r.unit)
+    for r in results:
+        m = r.measured
+        spread = m.step
+        throughput = units.rate(m.items_per_second, r.unit)
         if spread.n > 1:
             throughput += f" ±{spread.relative_iqr / 2:.0%}"
         body.append(
@@ -24,9 +23,9 @@ def lines(records: Sequence[Record]) -> list[str]:
                 r.test,
                 table.short_key(r.config),
                 throughput,
-                units.seconds(r.step_time_s),
-                units.nbytes(r.peak_allocated_bytes),
-                str(len(r.step_times_s)),
+                units.seconds(m.step_time_s),
+                units.nbytes(m.peak_allocated_bytes),
+                str(len(m.samples)),
             ]
         )
         if compiled:
@@ -37,14 +36,15 @@ def lines(records: Sequence[Record]) -> list[str]:
     out = text.columns(headers, body, right=range(2, len(headers)))
     envs = dict.fromkeys(
         f"environment: {r.environment.describe()} ({r.environment.machine})"
-        for r in records
+        for r in results
         if r.environment
     )
     return [*out, "", *envs]
 
 
-def _compiled(r: Record) -> list[str]:
-    if r.graph_breaks is None:
+def _compiled(r: Result) -> list[str]:
+    if not r.config.compile:
         return ["-", "-"]
-    times = f"{units.seconds(r.compile_cold_s)} / {units.seconds(r.compile_warm_s)}"
-    return [times, str(r.graph_breaks)]
+    m = r.measured
+    times = f"{units.seconds(m.compile_time('cold'))} / {units.seconds(m.compile_time('warm'))}"
+    return [times, str(len(m.graph_breaks))]

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..results import BenchmarkResult
+from ..model import Result
 from . import table
 
 INSTALL = "pip install 'pytest-cnnperf[benchmark]'"
@@ -46,7 +46,7 @@ def _param(test_id: str) -> str | None:
     return test[test.index("[") + 1 : -1] if test.endswith("]") and "[" in test else None
 
 
-def benchmark(result: BenchmarkResult, several: bool) -> dict[str, Any] | None:
+def benchmark(result: Result, several: bool) -> dict[str, Any] | None:
     """One entry of the ``benchmarks`` list, ``None`` for a benchmark without a measurement."""
     m, d = result.measurement, result.decision
     if m is None:
@@ -60,22 +60,22 @@ def benchmark(result: BenchmarkResult, several: bool) -> dict[str, Any] | None:
     suffix = f" [{result.key}]" if several else ""
     extra: dict[str, Any] = {
         "cnnperf_key": result.key,
-        "verdict": str(d.verdict),
+        "verdict": str(result.verdict),
         "unit": m.unit,
         "items_per_step": m.items_per_step,
         f"{m.unit}_per_second": m.items_per_second,
         "peak_allocated_bytes": m.peak_allocated_bytes,
     }
-    if d.throughput is not None:
+    if d is not None and d.throughput is not None:
         extra["throughput_change"] = -d.throughput.change
-    if d.memory is not None:
+    if d is not None and d.memory is not None:
         extra["memory_change"] = d.memory.change
     if m.achieved_flops_per_s is not None:
         extra["achieved_flops_per_s"] = m.achieved_flops_per_s
     if m.utilisation is not None:
         extra["mfu"] = m.utilisation
-    if (energy := m.energy) is not None and energy.long_enough:
-        extra[f"joules_per_{m.unit.removesuffix('s')}"] = energy.joules_per_item
+    if m.joules_per_item is not None:
+        extra[f"joules_per_{m.unit.removesuffix('s')}"] = m.joules_per_item
     if result.environment is not None:
         extra["environment"] = result.environment.describe()
     return {
@@ -98,7 +98,7 @@ def benchmark(result: BenchmarkResult, several: bool) -> dict[str, Any] | None:
 
 
 def document(
-    results: Sequence[BenchmarkResult],
+    results: Sequence[Result],
     machine_info: dict[str, Any],
     commit_info: dict[str, Any],
 ) -> dict[str, Any]:
@@ -123,7 +123,7 @@ def default_info() -> tuple[dict[str, Any], dict[str, Any]]:
 
 def write(
     path: Path,
-    results: Sequence[BenchmarkResult],
+    results: Sequence[Result],
     info: Info = default_info,
 ) -> None:
     """Write the file; ``info`` gives the machine and commit information (in a session,

@@ -12,19 +12,87 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from .. import gate, units
-from ..results import Comparison, Environment, Verdict
+from ..gate.decide import combine, compare_memory, compare_throughput
+from ..gate.policy import GateSettings, gate_policy
+from ..model import Comparison, Environment, Result, Verdict, units
+from ..settings import MEMORY_THRESHOLD, THRESHOLD
+from ..store.results_file import FileProblem, Loaded, load
 from . import table, text
-from .records import Loaded, Matching, Record, distinct, match
+
+
+@dataclass(frozen=True)
+class Matching:
+    pairs: tuple[tuple[Result, Result], ...]
+    only_old: tuple[Result, ...]
+    only_new: tuple[Result, ...]
+
+
+def match(old: Sequence[Result], new: Sequence[Result]) -> Matching:
+    """Pair benchmarks by test id and configuration key; those left over are then paired by
+    test module name, test name and key, so that runs from different folders (or a results
+    file against a baseline file) still match."""
+    pairs: list[tuple[Result, Result]] = []
+    left_old, left_new = list(old), list(new)
+    keys: list[Callable[[Result], tuple[str, ...]]] = [
+        lambda r: (r.test_id, r.key),
+        lambda r: (r.module, r.test, r.key),
+    ]
+    for key in keys:
+        new_by_key: dict[tuple[str, ...], list[Result]] = {}
+        for result in left_new:
+            new_by_key.setdefault(key(result), []).append(result)
+        old_count: dict[tuple[str, ...], int] = {}
+        for result in left_old:
+            old_count[key(result)] = old_count.get(key(result), 0) + 1
+        unmatched = []
+        for result in left_old:
+            k = key(result)
+            candidates = new_by_key.get(k, [])
+            if len(candidates) == 1 and old_count[k] == 1:
+                pairs.append((result, candidates[0]))
+                left_new.remove(candidates[0])
+            else:
+                unmatched.append(result)
+        left_old = unmatched
+    return Matching(tuple(pairs), tuple(left_old), tuple(left_new))
+
+
+def baselines_of(
+    results: Sequence[Result], folders: Iterable[Path] = (Path(),)
+) -> dict[tuple[str, str], Result]:
+    """The baseline each result was gated against, by ``(test_id, key)``, read from the
+    baseline file its decision names (relative to the first of ``folders`` that has it); files
+    that cannot be read are passed over."""
+    current = [r for r in results if r.measurement is not None]
+    found: dict[tuple[str, str], Result] = {}
+    for file in dict.fromkeys(r.decision.baseline_file for r in results if r.decision):
+        if not file:
+            continue
+        for folder in folders:
+            try:
+                document = load(folder / file)
+            except FileProblem:
+                continue
+            for old, new in match(document.measured, current).pairs:
+                found.setdefault((new.test_id, new.key), old)
+            break
+    return found
+
+
+def distinct(values: Sequence[str | None]) -> str:
+    """Different values joined (``2.5, 2.6``), one value as it is, nothing as ``-``."""
+    seen = list(dict.fromkeys(v for v in values if v))
+    return ", ".join(seen) if seen else "-"
 
 
 @dataclass(frozen=True)
 class Pair:
-    old: Record
-    new: Record
+    old: Result
+    new: Result
     throughput: Comparison | None
     memory: Comparison | None
     verdict: Verdict
@@ -32,23 +100,20 @@ class Pair:
     @property
     def speedup(self) -> float:
         """New throughput over old (above 1: faster)."""
-        return self.new.items_per_second / self.old.items_per_second
+        return self.new.measured.items_per_second / self.old.measured.items_per_second
 
     @property
     def memory_change(self) -> float | None:
-        old, new = self.old.peak_allocated_bytes, self.new.peak_allocated_bytes
+        old, new = self.old.measured.peak_allocated_bytes, self.new.measured.peak_allocated_bytes
         return new / old - 1 if old and new is not None else None
 
 
-def settings_for(records: Sequence[Record], threshold: float | None) -> gate.GateSettings:
+def settings_for(results: Sequence[Result], threshold: float | None) -> GateSettings:
     """The gate's policy for the device the new run measured on, with ``threshold`` (or the
     device's default) as the throughput threshold."""
-    from ..policy import gate_policy
-    from ..settings import MEMORY_THRESHOLD, THRESHOLD
-
-    device = next((r.environment.device for r in records if r.environment), "cpu")
+    device = next((r.environment.device for r in results if r.environment), "cpu")
     kind = device.split(":")[0]
-    return gate.GateSettings(
+    return GateSettings(
         policy=gate_policy(kind),
         throughput_threshold=threshold or THRESHOLD.default_for(kind) or 0.1,
         memory_threshold=MEMORY_THRESHOLD.default_for(kind) or 0.05,
@@ -56,19 +121,20 @@ def settings_for(records: Sequence[Record], threshold: float | None) -> gate.Gat
     )
 
 
-def pair(old: Record, new: Record, settings: gate.GateSettings) -> Pair:
-    throughput = gate.compare_throughput(old.step_times_s, new.step_times_s, settings)
+def pair(old: Result, new: Result, settings: GateSettings) -> Pair:
+    before, after = old.measured, new.measured
+    throughput = compare_throughput(before.step_times, after.step_times, settings)
     memory = (
-        gate.compare_memory(old.peak_bytes, new.peak_bytes, settings)
-        if old.peak_bytes and new.peak_bytes
+        compare_memory(before.memory_peaks, after.memory_peaks, settings)
+        if before.memory_peaks and after.memory_peaks
         else None
     )
     verdicts = [throughput.verdict, *([memory.verdict] if memory else [])]
-    return Pair(old, new, throughput, memory, gate.combine(*verdicts))
+    return Pair(old, new, throughput, memory, combine(*verdicts))
 
 
 def compare(
-    old: Sequence[Record], new: Sequence[Record], settings: gate.GateSettings
+    old: Sequence[Result], new: Sequence[Result], settings: GateSettings
 ) -> tuple[list[Pair], Matching]:
     matching = match(old, new)
     return [pair(o, n, settings) for o, n in matching.pairs], matching
@@ -96,8 +162,8 @@ _ENVIRONMENT: tuple[tuple[str, Callable[[Environment], str | None]], ...] = (
 
 def environment_lines(old: Loaded, new: Loaded) -> list[str]:
     """The two runs' environments side by side, marking what changed."""
-    olds = [r.environment for r in old.records if r.environment]
-    news = [r.environment for r in new.records if r.environment]
+    olds = [r.environment for r in old.measured if r.environment]
+    news = [r.environment for r in new.measured if r.environment]
     body = []
     shown: dict[str, tuple[str, str]] = {}
     for name, read in _ENVIRONMENT:
@@ -111,18 +177,19 @@ def environment_lines(old: Loaded, new: Loaded) -> list[str]:
 
 def _pair_row(p: Pair, flops: bool = False) -> list[str]:
     unit = p.new.unit
+    old, new = p.old.measured, p.new.measured
     row = [
         p.new.test,
         table.short_key(p.new.config),
-        units.rate(p.old.items_per_second, unit),
-        units.rate(p.new.items_per_second, unit),
+        units.rate(old.items_per_second, unit),
+        units.rate(new.items_per_second, unit),
         f"{p.speedup:.2f}x",
-        units.nbytes(p.old.peak_allocated_bytes),
-        units.nbytes(p.new.peak_allocated_bytes),
+        units.nbytes(old.peak_allocated_bytes),
+        units.nbytes(new.peak_allocated_bytes),
         units.change(p.memory_change),
     ]
     if flops:
-        row += [units.flops(p.old.achieved_flops_per_s), units.flops(p.new.achieved_flops_per_s)]
+        row += [units.flops(old.achieved_flops_per_s), units.flops(new.achieved_flops_per_s)]
     return [*row, str(p.verdict)]
 
 
@@ -145,12 +212,12 @@ def lines(
     new: Loaded,
     pairs: Sequence[Pair],
     matching: Matching,
-    settings: gate.GateSettings,
+    settings: GateSettings,
 ) -> list[str]:
     """The comparison as the command prints it."""
     out = [*environment_lines(old, new), ""]
     # achieved FLOP/s of each side, where either side's results file has them
-    flops = any(r.flops_per_item is not None for p in pairs for r in (p.old, p.new))
+    flops = any(r.measured.flops is not None for p in pairs for r in (p.old, p.new))
     headers = [*HEADERS[:-1], *FLOPS_HEADERS, HEADERS[-1]] if flops else HEADERS
     rows = [_pair_row(p, flops) for p in pairs]
     out += text.columns(headers, rows, right=range(2, len(headers) - 1))
@@ -172,7 +239,7 @@ def lines(
             "FLOP/s: each side's counted FLOPs per step (torch.utils.flop_counter) over its "
             "step time"
         )
-    for label, records in (("OLD", matching.only_old), ("NEW", matching.only_new)):
-        if records:
-            out.append(f"only in {label}: " + ", ".join(f"{r.test} [{r.key}]" for r in records))
+    for label, results in (("OLD", matching.only_old), ("NEW", matching.only_new)):
+        if results:
+            out.append(f"only in {label}: " + ", ".join(f"{r.test} [{r.key}]" for r in results))
     return out

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .. import units
-from ..results import Energy, Measurement, Peak
+from ..model import Energy, Measurement, Peak, units
 
 #: what the FLOP/s and MFU columns mean
 FLOPS_LEGEND = (

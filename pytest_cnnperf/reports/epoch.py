@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .. import units
+from ..model import Result, units
 from . import table, text
-from .records import Record
 
 #: images in ImageNet-1k's (ILSVRC-2012) training set
 IMAGENET_1K = 1_281_167
@@ -15,7 +14,7 @@ IMAGENET_1K = 1_281_167
 
 @dataclass(frozen=True)
 class Projection:
-    record: Record
+    result: Result
     seconds: float
 
 
@@ -34,34 +33,34 @@ def duration(seconds: float) -> str:
     return f"{days} d {hours:02d} h"
 
 
-def project(records: Sequence[Record], images: int) -> tuple[list[Projection], list[Record]]:
+def project(results: Sequence[Result], images: int) -> tuple[list[Projection], list[Result]]:
     """Epoch times of the benchmarks measured in images; the others are returned apart."""
     projections = [
-        Projection(r, images / r.items_per_second) for r in records if r.unit == "images"
+        Projection(r, images / r.measured.items_per_second) for r in results if r.unit == "images"
     ]
-    others = [r for r in records if r.unit != "images"]
+    others = [r for r in results if r.unit != "images"]
     return projections, others
 
 
-def lines(records: Sequence[Record], images: int, dataset: str | None) -> list[str]:
-    projections, others = project(records, images)
+def lines(results: Sequence[Result], images: int, dataset: str | None) -> list[str]:
+    projections, others = project(results, images)
     what = f"{images:,} images" + (f" ({dataset})" if dataset else "")
     out = [
         f"Time per epoch of {what} at the measured throughput (data loading not included)",
         "",
     ]
     # energy per epoch where a benchmark's energy was measured over a long enough window
-    energy = any(p.record.joules_per_item is not None for p in projections)
+    energy = any(p.result.measured.joules_per_item is not None for p in projections)
     body = []
     for p in projections:
         row = [
-            p.record.test,
-            table.short_key(p.record.config),
-            units.rate(p.record.items_per_second, p.record.unit),
+            p.result.test,
+            table.short_key(p.result.config),
+            units.rate(p.result.measured.items_per_second, p.result.unit),
             duration(p.seconds),
         ]
         if energy:
-            per_item = p.record.joules_per_item
+            per_item = p.result.measured.joules_per_item
             row.append(units.joules(per_item * images) if per_item is not None else "-")
         body.append(row)
     headers = ["test", "benchmark", "throughput", "epoch", *(["energy"] if energy else [])]

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .. import explain, units
-from ..results import BenchmarkResult, Measurement
-from . import table
+from ..model import Measurement, Result, units
+from . import explain, table
 
 PREFIX = "cnnperf."
 
@@ -19,12 +18,12 @@ def _number(value: float) -> str:
     return f"{value:.6g}"
 
 
-def properties(result: BenchmarkResult) -> list[tuple[str, str]]:
+def properties(result: Result) -> list[tuple[str, str]]:
     """``(name, value)`` pairs of one benchmark, in reading order."""
     d, m = result.decision, result.measurement
     props = [
         ("benchmark", result.key),
-        ("verdict", str(d.verdict)),
+        ("verdict", str(result.verdict)),
         ("headline", explain.headline(result)),
     ]
     if m is not None:
@@ -34,14 +33,14 @@ def properties(result: BenchmarkResult) -> list[tuple[str, str]]:
             ("samples", str(len(m.samples))),
         ]
         base = table.baseline_rate(result)
-        if base is not None and d.throughput is not None:
+        if base is not None and d is not None and d.throughput is not None:
             props += [
                 ("baseline_throughput", f"{_number(base)} {m.unit}/s"),
                 ("throughput_change", table.gain(d.throughput)),
             ]
         if m.peak_allocated_bytes is not None:
             props.append(("peak_memory_bytes", str(m.peak_allocated_bytes)))
-        if d.memory is not None:
+        if d is not None and d.memory is not None:
             props += [
                 ("baseline_peak_memory_bytes", str(int(d.memory.baseline))),
                 ("memory_change", units.change(d.memory.change)),
@@ -56,7 +55,7 @@ def properties(result: BenchmarkResult) -> list[tuple[str, str]]:
                 ("recompiles", str(m.recompiles)),
             ]
         props += _efficiency(m)
-    if d.baseline_file:
+    if d is not None and d.baseline_file:
         props.append(("baseline_file", d.baseline_file))
     if result.error:
         props.append(("error", result.error))
@@ -84,5 +83,5 @@ def _efficiency(m: Measurement) -> list[tuple[str, str]]:
     return props
 
 
-def all_properties(results: Sequence[BenchmarkResult]) -> list[tuple[str, str]]:
+def all_properties(results: Sequence[Result]) -> list[tuple[str, str]]:
     return [prop for result in results for prop in properties(result)]

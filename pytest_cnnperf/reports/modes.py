@@ -14,10 +14,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .. import units
-from ..results import BenchConfig
+from ..model import BenchConfig, Result, units
 from . import table, text
-from .records import Record
 
 CUDNN_ORDER = ("off", "on", "benchmark", "deterministic")
 AMP_ORDER = (None, "fp16", "bf16")
@@ -181,43 +179,43 @@ def _dimensions(modes: Sequence[Mode]) -> tuple[str, ...]:
     return tuple(dims)
 
 
-def _groups(records: Sequence[Record]) -> dict[str, list[Record]]:
-    """Records by configuration without the mode; a group whose mode repeats (two tests that
+def _groups(results: Sequence[Result]) -> dict[str, list[Result]]:
+    """Results by configuration without the mode; a group whose mode repeats (two tests that
     measure the same thing) is split by test."""
-    groups: dict[str, list[Record]] = defaultdict(list)
-    for record in records:
-        groups[group_key(record.config)].append(record)
-    result: dict[str, list[Record]] = {}
+    groups: dict[str, list[Result]] = defaultdict(list)
+    for result in results:
+        groups[group_key(result.config)].append(result)
+    grouped: dict[str, list[Result]] = {}
     for key, members in groups.items():
         if len({Mode.of(r.config) for r in members}) == len(members):
-            result[key] = members
+            grouped[key] = members
             continue
-        for record in members:
-            result.setdefault(f"{record.test} {key}", []).append(record)
-    return result
+        for result in members:
+            grouped.setdefault(f"{result.test} {key}", []).append(result)
+    return grouped
 
 
-def build(records: Sequence[Record], reference: str | None = None) -> ModeTable | None:
-    """The mode table of a run, or ``None`` when the run covers a single mode."""
-    modes = sorted({Mode.of(r.config) for r in records}, key=Mode.order)
+def build(results: Sequence[Result], reference: str | None = None) -> ModeTable | None:
+    """The mode table of a run's measured results, or ``None`` when it covers a single mode."""
+    modes = sorted({Mode.of(r.config) for r in results}, key=Mode.order)
     dimensions = _dimensions(modes)
     if not dimensions:
         return None
     ref = choose_reference(modes, reference)
     modes = [ref, *(m for m in modes if m != ref)]
     rows = []
-    for label, members in _groups(records).items():
-        by_mode = {Mode.of(r.config): r for r in members}
+    for label, members in _groups(results).items():
+        by_mode = {Mode.of(r.config): r.measured for r in members}
         base = by_mode.get(ref)
         cells = {
             mode: Cell(
-                step_time_s=r.step_time_s,
-                items_per_second=r.items_per_second,
-                unit=r.unit,
-                speedup=base.step_time_s / r.step_time_s if base else None,
-                flops_per_s=r.achieved_flops_per_s,
+                step_time_s=m.step_time_s,
+                items_per_second=m.items_per_second,
+                unit=m.unit,
+                speedup=base.step_time_s / m.step_time_s if base else None,
+                flops_per_s=m.achieved_flops_per_s,
             )
-            for mode, r in by_mode.items()
+            for mode, m in by_mode.items()
         }
         rows.append(Row(label, cells))
     return ModeTable(tuple(dimensions), tuple(modes), ref, tuple(rows))

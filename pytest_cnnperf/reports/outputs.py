@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import settings
-from ..explain import display_path
-from ..results import BenchmarkResult
-from . import benchmark_json, json_report, markdown, plot
-from .records import baselines_of
+from ..model import Result
+from ..store import results_file
+from . import benchmark_json, markdown, plot
+from .compare import baselines_of
+from .explain import display_path
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -35,7 +36,7 @@ class ReportPaths:
         )
 
 
-def draw_plot(path: Path, results: Sequence[BenchmarkResult]) -> None:
+def draw_plot(path: Path, results: Sequence[Result]) -> None:
     """The session's plot, with each benchmark's baseline samples where its file is readable."""
     plot.check_path(path)
     plot.draw(plot.picture(results, baselines_of(results)), path)
@@ -43,7 +44,7 @@ def draw_plot(path: Path, results: Sequence[BenchmarkResult]) -> None:
 
 def write_all(
     paths: ReportPaths,
-    results: Sequence[BenchmarkResult],
+    results: Sequence[Result],
     machine: str | None,
     benchmark_info: benchmark_json.Info | None = None,
 ) -> tuple[list[str], list[str]]:
@@ -65,7 +66,7 @@ def write_all(
 
     if paths.json:
         json_path = paths.json
-        attempt("results", json_path, lambda: json_report.write(json_path, results, machine))
+        attempt("results", json_path, lambda: results_file.write(json_path, results, machine))
     if paths.markdown:
         md_path = paths.markdown
         attempt("Markdown summary", md_path, lambda: markdown.write(md_path, results))

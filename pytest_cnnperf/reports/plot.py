@@ -12,10 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import units
-from ..results import BenchmarkResult, Verdict
+from ..model import Result, Verdict, units
 from . import modes, table
-from .records import Record, from_result
 
 FORMATS = (".png", ".svg")
 INSTALL = "pip install 'pytest-cnnperf[plot]'"
@@ -75,60 +73,50 @@ def check_path(path: Path) -> None:
         )
 
 
-def _label(record: Record) -> str:
-    return f"{record.test}\n{table.short_key(record.config)}"
+def _label(result: Result) -> str:
+    return f"{result.test}\n{table.short_key(result.config)}"
 
 
-def bench(record: Record, result: BenchmarkResult | None, baseline: Record | None) -> Bench:
-    """A benchmark's figures with its baseline's: per-sample figures when the baseline's record
-    is at hand, else the median the gate compared with."""
-    d = result.decision if result else None
+def bench(result: Result, baseline: Result | None) -> Bench:
+    """A benchmark's figures with its baseline's: per-sample figures when the baseline is at
+    hand, else the median the gate compared with."""
+    m, d = result.measured, result.decision
+    before = baseline.measured if baseline else None
     return Bench(
-        label=_label(record),
-        unit=record.unit,
-        verdict=record.verdict,
-        rate=record.items_per_second,
-        rates=record.rates,
-        baseline_rates=baseline.rates if baseline else (),
-        baseline_rate=(
-            baseline.items_per_second
-            if baseline
-            else table.baseline_rate(result)
-            if result
-            else None
-        ),
-        memory=record.peak_allocated_bytes,
+        label=_label(result),
+        unit=result.unit,
+        verdict=result.verdict,
+        rate=m.items_per_second,
+        rates=m.rates,
+        baseline_rates=before.rates if before else (),
+        baseline_rate=before.items_per_second if before else table.baseline_rate(result),
+        memory=m.peak_allocated_bytes,
         baseline_memory=(
-            baseline.peak_allocated_bytes
-            if baseline
+            before.peak_allocated_bytes
+            if before
             else int(d.memory.baseline)
             if d and d.memory
             else None
         ),
         change=-d.throughput.change if d and d.throughput else None,
-        flops_per_s=record.achieved_flops_per_s,
-        utilisation=record.utilisation,
+        flops_per_s=m.achieved_flops_per_s,
+        utilisation=m.utilisation,
     )
 
 
 def picture(
-    results: Sequence[BenchmarkResult],
-    baselines: Mapping[tuple[str, str], Record],
+    results: Sequence[Result],
+    baselines: Mapping[tuple[str, str], Result],
     title: str = "cnnperf",
     reference: str | None = None,
 ) -> Picture:
-    """What to draw for a run's results; ``baselines`` maps ``(test_id, key)`` to the record
+    """What to draw for a run's results; ``baselines`` maps ``(test_id, key)`` to the baseline
     each was compared with, where it could be read."""
-    benches, records = [], []
-    for result in results:
-        record = from_result(result)
-        if record is None:
-            continue
-        records.append(record)
-        benches.append(bench(record, result, baselines.get((result.test_id, result.key))))
+    measured = [r for r in results if r.measurement is not None]
+    benches = [bench(r, baselines.get((r.test_id, r.key))) for r in measured]
     envs = table.environments(results)
     subtitle = "; ".join(env.describe() for env in envs)
-    return Picture(tuple(benches), modes.build(records, reference), title, subtitle)
+    return Picture(tuple(benches), modes.build(measured, reference), title, subtitle)
 
 
 def _matplotlib() -> Any:
@@ -150,7 +138,7 @@ def _scale(values: Sequence[float]) -> tuple[float, str]:
 
 
 def _quartiles(values: Sequence[float]) -> tuple[float, float, float, float, float]:
-    from ..results import Spread
+    from ..model import Spread
 
     s = Spread.of(values)
     return s.low, s.q1, s.median, s.q3, s.high

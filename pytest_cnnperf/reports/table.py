@@ -7,17 +7,19 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .. import explain, units
-from ..results import (
+from ..model import (
     BenchConfig,
-    BenchmarkResult,
     Comparison,
+    Decision,
     Environment,
     Measurement,
     NewGraphBreaks,
+    Result,
     Verdict,
+    units,
 )
-from . import efficiency
+from ..model.decision import graph_break_text
+from . import efficiency, explain
 
 #: the order verdicts are counted in, worst first
 VERDICT_ORDER = (
@@ -118,7 +120,7 @@ def short_key(config: BenchConfig) -> str:
     for ``train_step resnet18 bs=8 64x64 opt=sgd``."""
     key = dataclasses.replace(
         config, optimizer=None if config.optimizer == "sgd" else config.optimizer
-    ).key()
+    ).key
     return key.removeprefix("train_step ")
 
 
@@ -127,9 +129,9 @@ def short_test(test_id: str) -> str:
     return test_id.split("::", 1)[-1]
 
 
-def baseline_rate(result: BenchmarkResult) -> float | None:
+def baseline_rate(result: Result) -> float | None:
     """The baseline's throughput in items per second, as the gate compared it."""
-    comparison = result.decision.throughput
+    comparison = result.decision.throughput if result.decision else None
     return comparison.baseline if comparison else None
 
 
@@ -138,19 +140,14 @@ def gain(comparison: Comparison) -> str:
     return units.change(-comparison.change)
 
 
-def row(result: BenchmarkResult) -> Row:
+def row(result: Result) -> Row:
     m, d = result.measurement, result.decision
+    verdict = str(result.verdict or "-")
     test = short_test(result.test_id)
     benchmark = short_key(result.config)
     if m is None:
         empty = dict.fromkeys([f.name for f in dataclasses.fields(Row)][3:-1], "-")
-        return Row(
-            str(d.verdict),
-            test,
-            benchmark,
-            **empty,
-            notes=(result.error,) if result.error else (),
-        )
+        return Row(verdict, test, benchmark, **empty, notes=(result.error,) if result.error else ())
     spread = m.step
     throughput = units.rate(m.items_per_second, m.unit)
     if spread.n > 1:
@@ -159,28 +156,17 @@ def row(result: BenchmarkResult) -> Row:
     phase_text = (
         " / ".join(f"{p.median * 1e3:.1f}" for p in phases if p) + " ms" if all(phases) else "-"
     )
-    notes = [f"environment changed: {c}" for c in d.environment_changes]
-    notes.extend(explain.notes(d))
-    named = {b for r in d.reasons if isinstance(r, NewGraphBreaks) for b in r.breaks}
-    notes.extend(
-        f"graph break at {explain.graph_break(b)}" for b in m.graph_breaks if b not in named
-    )
-    if m.scaling_efficiency is not None:
-        notes.append(
-            f"{result.config.world_size} ranks, step time of the slowest; scaling efficiency "
-            f"{m.scaling_efficiency:.0%} against one rank alone"
-        )
-    notes.extend(efficiency.notes(m))
+    notes = _notes(result, m, d)
     return Row(
-        verdict=str(d.verdict),
+        verdict=verdict,
         test=test,
         benchmark=benchmark,
         throughput=throughput,
         baseline_throughput=units.rate(baseline_rate(result), m.unit),
-        throughput_change=gain(d.throughput) if d.throughput else "-",
+        throughput_change=gain(d.throughput) if d and d.throughput else "-",
         memory=units.nbytes(m.peak_allocated_bytes),
-        baseline_memory=units.nbytes(d.memory.baseline) if d.memory else "-",
-        memory_change=units.change(d.memory.change) if d.memory else "-",
+        baseline_memory=units.nbytes(d.memory.baseline) if d and d.memory else "-",
+        memory_change=units.change(d.memory.change) if d and d.memory else "-",
         **_compiled(m),
         step=units.seconds(m.step_time_s),
         phases=phase_text,
@@ -189,6 +175,22 @@ def row(result: BenchmarkResult) -> Row:
         energy=efficiency.energy(m),
         notes=tuple(notes),
     )
+
+
+def _notes(result: Result, m: Measurement, d: Decision | None) -> list[str]:
+    notes = [f"environment changed: {c}" for c in d.environment_changes] if d else []
+    notes.extend(explain.notes(d) if d else [])
+    named = (
+        {b for r in d.reasons if isinstance(r, NewGraphBreaks) for b in r.breaks} if d else set()
+    )
+    notes.extend(f"graph break at {graph_break_text(b)}" for b in m.graph_breaks if b not in named)
+    if m.scaling_efficiency is not None:
+        notes.append(
+            f"{result.config.world_size} ranks, step time of the slowest; scaling efficiency "
+            f"{m.scaling_efficiency:.0%} against one rank alone"
+        )
+    notes.extend(efficiency.notes(m))
+    return notes
 
 
 def _compiled(m: Measurement) -> dict[str, str]:
@@ -218,26 +220,26 @@ def cells(rows: Sequence[Row], columns: Sequence[Column]) -> list[list[str]]:
     return [[getattr(r, c.field) for c in columns] for r in rows]
 
 
-def counts(results: Sequence[BenchmarkResult]) -> list[tuple[Verdict, int]]:
+def counts(results: Sequence[Result]) -> list[tuple[Verdict, int]]:
     """How many benchmarks got each verdict, worst first, leaving out the absent ones."""
-    tally = Counter(r.decision.verdict for r in results)
+    tally = Counter(r.verdict for r in results)
     return [(v, tally[v]) for v in VERDICT_ORDER if tally[v]]
 
 
-def summary(results: Sequence[BenchmarkResult]) -> str:
+def summary(results: Sequence[Result]) -> str:
     """``7 benchmarks: 1 regressed (test_train[vgg16]), 1 inconclusive, 5 ok``."""
     parts = []
     for verdict, count in counts(results):
         part = f"{count} {verdict}"
         if verdict in (Verdict.REGRESSED, Verdict.ERROR):
-            named = [short_test(r.test_id) for r in results if r.decision.verdict is verdict]
+            named = [short_test(r.test_id) for r in results if r.verdict is verdict]
             part += f" ({', '.join(named)})"
         parts.append(part)
     total = len(results)
     return f"{total} benchmark{'' if total == 1 else 's'}: " + ", ".join(parts)
 
 
-def compilers(results: Sequence[BenchmarkResult]) -> list[str]:
+def compilers(results: Sequence[Result]) -> list[str]:
     """The compiler stacks of the compiled benchmarks, each once: ``compiler: g++ 12.2.0``."""
     found = [
         r.environment.compiler.describe()
@@ -247,7 +249,7 @@ def compilers(results: Sequence[BenchmarkResult]) -> list[str]:
     return [f"compiler: {stack}" for stack in dict.fromkeys(found)]
 
 
-def environments(results: Sequence[BenchmarkResult]) -> list[Environment]:
+def environments(results: Sequence[Result]) -> list[Environment]:
     seen: dict[str, Environment] = {}
     for result in results:
         if result.environment is not None:
@@ -255,6 +257,6 @@ def environments(results: Sequence[BenchmarkResult]) -> list[Environment]:
     return list(seen.values())
 
 
-def efficiency_legend(results: Sequence[BenchmarkResult]) -> list[str]:
+def efficiency_legend(results: Sequence[Result]) -> list[str]:
     """What the efficiency columns mean and where the peaks come from (none without them)."""
     return efficiency.legend([r.measurement for r in results if r.measurement])

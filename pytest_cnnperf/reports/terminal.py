@@ -7,9 +7,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .. import explain
-from ..results import BenchmarkResult, Verdict
-from . import table, text
+from ..model import Result, Verdict
+from . import explain, table, text
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -24,7 +23,7 @@ MARKUP = {
 
 
 def styled_lines(
-    results: Sequence[BenchmarkResult], verbose: bool = False
+    results: Sequence[Result], verbose: bool = False
 ) -> list[tuple[str, Verdict | None]]:
     """The verdict counts, the table of every benchmark, its notes and the environments; each
     line with the verdict whose colour it takes (``None``: plain)."""
@@ -35,10 +34,10 @@ def styled_lines(
     worst = table.counts(results)[0][0] if results else None
     out: list[tuple[str, Verdict | None]] = [(table.summary(results), worst), ("", None)]
     out.append((header, None))
-    out += [(line, r.decision.verdict) for line, r in zip(body, results, strict=True)]
+    out += [(line, r.verdict) for line, r in zip(body, results, strict=True)]
     notes = [f"note: {r.test}: {note}" for r in rows for note in r.notes]
     notes[:0] = table.efficiency_legend(results)
-    if any(r.decision.throughput for r in results):
+    if any(r.decision and r.decision.throughput for r in results):
         notes.insert(0, table.CHANGE_LEGEND)
     if notes:
         out += [("", None), *[(n, None) for n in notes]]
@@ -51,7 +50,7 @@ def styled_lines(
     return out
 
 
-def lines(results: Sequence[BenchmarkResult], verbose: bool = False) -> list[str]:
+def lines(results: Sequence[Result], verbose: bool = False) -> list[str]:
     return [line for line, _ in styled_lines(results, verbose)]
 
 
@@ -92,8 +91,8 @@ def summary(reporter: pytest.TerminalReporter, session: Session) -> None:
         reporter.write_line(f"warning: {warning}", yellow=True)
 
 
-def headlines(reporter: pytest.TerminalReporter, results: Sequence[BenchmarkResult]) -> None:
+def headlines(reporter: pytest.TerminalReporter, results: Sequence[Result]) -> None:
     """With ``-v``: under a test's line, each benchmark's verdict and main figures."""
     for result in results:
         line = f"    {table.short_key(result.config)}: {explain.headline(result)}"
-        reporter.write("\n" + line, **MARKUP.get(result.decision.verdict, {}))
+        reporter.write("\n" + line, **(MARKUP.get(result.verdict, {}) if result.verdict else {}))

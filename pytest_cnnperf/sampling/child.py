@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 from _pytest.runner import runtestprotocol  # the protocol without reporting, as xdist uses it
 
-from ..results import BenchmarkResult
+from ..model import Result
 from ..stash import SAMPLING
 from .messages import ChildReport, Job, Site, TakenSample, describe_error, write_report
 
@@ -40,7 +40,7 @@ class ChildSampler:
         self.job = job
         self.device = device
 
-    def replayed(self, site: Site) -> BenchmarkResult | None:
+    def replayed(self, site: Site) -> Result | None:
         if site.index < self.job.site.index:
             return self.job.replay[site.index]
         return None

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from .. import leftovers
-from ..measuring.sample import SamplePlan
+from ..gate.policy import Plan
 from ..measuring.workload import Workload
-from ..results import BenchmarkResult
+from ..model import Result
+from . import leftovers
 from .messages import (
     JOB,
     STOPPED,
@@ -66,10 +66,10 @@ class Target:
 
     site: Site
     #: the results of the test's benchmark calls before this one
-    replay: tuple[BenchmarkResult, ...]
+    replay: tuple[Result, ...]
     #: ``build(device, world_size)``: the workload, data-parallel over ``world_size`` ranks
     build: Callable[[Any, int], Workload]
-    plan: SamplePlan
+    plan: Plan
     world_size: int = 1
     #: how many of the samples taken (the first ones) also measure peak memory
     memory_samples: int = 0
@@ -81,7 +81,7 @@ class Target:
 class Sampler(Protocol):
     in_process: bool
 
-    def replayed(self, site: Site) -> BenchmarkResult | None:
+    def replayed(self, site: Site) -> Result | None:
         """The result to answer a benchmark call with without measuring it (in a sample
         process: the calls before the one it measures), or ``None``."""
 
@@ -98,7 +98,7 @@ class InProcessSampler:
         self.device = device
         self.reason = reason
 
-    def replayed(self, site: Site) -> BenchmarkResult | None:
+    def replayed(self, site: Site) -> Result | None:
         return None
 
     def take(self, target: Target, count: int) -> list[TakenSample]:
@@ -309,7 +309,7 @@ class ProcessSampler:
         self.zygote = zygote
         self.timeout = timeout
 
-    def replayed(self, site: Site) -> BenchmarkResult | None:
+    def replayed(self, site: Site) -> Result | None:
         return None
 
     def take(self, target: Target, count: int) -> list[TakenSample]:

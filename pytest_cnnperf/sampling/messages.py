@@ -3,7 +3,7 @@
 The pytest process asks for a sample with a :class:`Job` (which benchmark call of which test,
 the results of the calls before it, where to write the answer); the sample process answers with
 a :class:`ChildReport` (the sample and its environment, or the error). Both are JSON documents
-with a schema and a version, mapped field by field (``pytest_cnnperf.formats``).
+with a schema and a version, written by ``store.codec``.
 """
 
 from __future__ import annotations
@@ -14,21 +14,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import formats
-from ..formats import (
-    BOOL,
-    COUNT,
-    FLOAT,
-    INT,
-    POSITIVE_INT,
-    STR,
-    Document,
-    Field,
-    ListOf,
-    Nullable,
-    ObjectOf,
-)
-from ..results import BenchmarkResult, Environment, Sample
+from ..model import Environment, Result, Sample
+from ..model.values import Count, PositiveInt
+from ..store.codec import Document
 
 
 class BenchmarkError(Exception):
@@ -43,7 +31,7 @@ class Site:
     #: the test's file
     path: str
     #: the call's position among the test's benchmark calls
-    index: int
+    index: Count
     #: the configuration key the call measures
     key: str
 
@@ -63,11 +51,11 @@ class Job:
     site: Site
     #: the results of the test's benchmark calls before this one, which the process answers
     #: with instead of measuring them
-    replay: tuple[BenchmarkResult, ...]
+    replay: tuple[Result, ...]
     #: the file to write the report to
     out: str
-    rank: int = 0
-    world_size: int = 1
+    rank: Count = 0
+    world_size: PositiveInt = 1
     #: the file the ranks of a data-parallel sample meet through
     rendezvous: str | None = None
     #: the pytest process, which NVML must not count as another user of the GPU
@@ -84,49 +72,14 @@ class ChildReport:
 
     taken: TakenSample | None = None
     error: str | None = None
-    rank: int = 0
+    rank: Count = 0
     #: when the error happened (``time.time()``): among ranks, the earliest is the cause
     failed_at: float | None = None
 
 
-SITE = ObjectOf(
-    Site,
-    Field("nodeid", STR),
-    Field("path", STR),
-    Field("index", COUNT),
-    Field("key", STR),
-)
-JOB: Document[Job] = Document(
-    "pytest-cnnperf/job",
-    1,
-    ObjectOf(
-        Job,
-        Field("site", SITE),
-        Field("replay", ListOf(formats.RESULT)),
-        Field("out", STR),
-        Field("rank", COUNT),
-        Field("world_size", POSITIVE_INT),
-        Field("rendezvous", Nullable(STR)),
-        Field("parent_pid", INT),
-        Field("memory", BOOL),
-        Field("flops", BOOL, default=False),
-    ),
-    "job ",
-)
-TAKEN = ObjectOf(
-    TakenSample, Field("sample", formats.SAMPLE), Field("environment", formats.ENVIRONMENT)
-)
+JOB: Document[Job] = Document("pytest-cnnperf/job", 2, Job, "job")
 CHILD_REPORT: Document[ChildReport] = Document(
-    "pytest-cnnperf/sample-report",
-    1,
-    ObjectOf(
-        ChildReport,
-        Field("taken", Nullable(TAKEN)),
-        Field("error", Nullable(STR)),
-        Field("rank", COUNT),
-        Field("failed_at", Nullable(FLOAT)),
-    ),
-    "sample report ",
+    "pytest-cnnperf/sample-report", 2, ChildReport, "sample report"
 )
 
 
@@ -153,8 +106,8 @@ def describe_error(exc: BaseException) -> str:
     block that caught it, below that line)."""
     import traceback
 
-    from ..explain import display_path
     from ..measuring.compiled import CompileFailed
+    from ..reports.explain import display_path
 
     if isinstance(exc, CompileFailed):  # the compiler's own message, already trimmed
         return str(exc)

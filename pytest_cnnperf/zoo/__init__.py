@@ -12,7 +12,49 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from .. import settings
+from ..settings import (
+    Setting,
+    Settings,
+    parse_amp_list,
+    parse_compile_modes,
+    parse_memory_formats,
+    parse_names,
+    parse_positive_ints,
+    positive_int,
+)
+
+# fmt: off
+MODELS: Setting[tuple[str, ...] | None] = Setting(
+    "zoo_models", parse_names, "Models of the bundled zoo (--pyargs pytest_cnnperf.zoo), "
+    "comma-separated. Default: resnet18,resnet50,vgg16,mobilenet_v2,efficientnet_b0,googlenet,"
+    "inception_v3", flag=True, metavar="NAMES"
+)
+BATCH_SIZE: Setting[tuple[int, ...] | None] = Setting(
+    "zoo_batch_size", parse_positive_ints, "Batch sizes for the zoo. Default: each model's "
+    "published size on a GPU, a small one on the CPU", flag=True, metavar="N[,N...]"
+)
+IMAGE_SIZE: Setting[int | None] = Setting(
+    "zoo_image_size", positive_int("an image size", 224), "Image size for the zoo. Default: "
+    "each model's own (224, 299 for inception_v3) on a GPU, small on the CPU",
+    flag=True, metavar="PX"
+)
+AMP: Setting[tuple[str | None, ...]] = Setting(
+    "zoo_amp", parse_amp_list, "Automatic mixed precision for the zoo: off, fp16, bf16, or "
+    "several. Default: off", flag=True, metavar="MODE[,MODE...]", default=(None,)
+)
+MEMORY_FORMAT: Setting[tuple[bool, ...]] = Setting(
+    "zoo_memory_format", parse_memory_formats, "Memory format for the zoo: contiguous, "
+    "channels_last, or both. Default: contiguous", flag=True, metavar="FORMAT[,FORMAT...]",
+    default=(False,)
+)
+COMPILE: Setting[tuple[str | None, ...]] = Setting(
+    "zoo_compile", parse_compile_modes, "torch.compile modes for the zoo: off (eager), default, "
+    "reduce-overhead, max-autotune, max-autotune-no-cudagraphs, or several. Default: off",
+    flag=True, metavar="MODE[,MODE...]", default=(None,)
+)
+# fmt: on
+#: the zoo's settings, after the plugin's in ``pytest --help``
+SETTINGS = (MODELS, BATCH_SIZE, IMAGE_SIZE, AMP, MEMORY_FORMAT, COMPILE)
 
 
 @dataclass(frozen=True)
@@ -28,14 +70,14 @@ class ZooOptions:
     compile: tuple[str | None, ...] = (None,)
 
     @classmethod
-    def of(cls, values: settings.Settings) -> ZooOptions:
+    def of(cls, values: Settings) -> ZooOptions:
         return cls(
-            models=values[settings.ZOO_MODELS],
-            batch_sizes=values[settings.ZOO_BATCH_SIZE],
-            image_size=values[settings.ZOO_IMAGE_SIZE],
-            amp=values[settings.ZOO_AMP],
-            channels_last=values[settings.ZOO_MEMORY_FORMAT],
-            compile=values[settings.ZOO_COMPILE],
+            models=values[MODELS],
+            batch_sizes=values[BATCH_SIZE],
+            image_size=values[IMAGE_SIZE],
+            amp=values[AMP],
+            channels_last=values[MEMORY_FORMAT],
+            compile=values[COMPILE],
         )
 
 

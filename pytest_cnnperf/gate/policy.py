@@ -1,10 +1,10 @@
-"""How hard to measure and how strictly to judge, per device and effort level.
+"""How hard to measure and how strictly to judge, per device and effort level, and a test's
+:class:`Plan`: all of it resolved once from the test's settings.
 
 The tuned numbers that are not settings live here; those a user can set (thresholds, samples,
 seconds of timed steps) are rows of :mod:`pytest_cnnperf.settings`, with their defaults per
-device. The CPU figures were chosen with ``scripts/gate-quality`` on a 2-core shared machine
-(README, "How good is the gate"); the GPU figures follow the methodology notes: a GPU is far
-quieter between processes, so fewer samples and a tighter threshold suffice.
+device. The manual's validation page says how the CPU figures were chosen; a GPU is far quieter
+between processes, so fewer samples and a tighter threshold suffice there.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from .settings import MIN_TIME, SAMPLES, Effort
+from .. import settings as s
+from ..measuring.peak_table import PeakSetting
+from ..settings import MIN_TIME, SAMPLES, Configuration, Effort, Settings
 
 
 @dataclass(frozen=True)
@@ -152,3 +154,71 @@ def with_effort(policy: DevicePolicy, effort: Effort) -> DevicePolicy:
             samples=s.samples * 2, max_samples=s.max_samples * 2, save_samples=s.save_samples * 2
         )
     return dataclasses.replace(policy, timing=timing, sampling=sampling)
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """The gate policy with a test's thresholds and strictness resolved."""
+
+    policy: GatePolicy
+    throughput_threshold: float
+    memory_threshold: float
+    strict: bool
+    #: compile-time growth that fails a compiled benchmark; ``None``: never
+    compile_time_threshold: float | None = None
+
+
+@dataclass(frozen=True)
+class CreepPlan:
+    """The creep gate's threshold and the recent runs it takes the best of."""
+
+    threshold: float
+    runs: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a test's benchmarks are measured and judged, resolved once from its settings."""
+
+    timing: TimingPolicy
+    sampling: SamplingPolicy
+    gate: GateSettings
+    #: time the calibration workload in every sample
+    calibrate: bool
+    #: the kind of machine whose baselines apply, when the user named it
+    machine: str | None
+    #: the device's peak as the project states it (``cnnperf_peak_tflops``)
+    peak_tflops: PeakSetting | None
+    #: record baselines instead of gating
+    save: bool
+    #: ``None``: the creep gate does not judge this run
+    creep: CreepPlan | None
+
+
+def plan(values: Settings, configuration: Configuration, device_type: str) -> Plan:
+    """The plan of a test whose settings (with its marker's) are ``values``."""
+    given = configuration.given
+    policy = for_run(
+        device_type,
+        values[s.EFFORT],
+        samples=values[SAMPLES] if given(SAMPLES) else None,
+        min_time_s=values[MIN_TIME] if given(MIN_TIME) else None,
+    )
+    creep = values[s.CREEP]
+    applies = creep is not None and values[s.HISTORY] is not None and not values[s.CREEP_ACCEPT]
+    return Plan(
+        timing=policy.timing,
+        sampling=policy.sampling,
+        gate=GateSettings(
+            policy=policy.gate,
+            throughput_threshold=values[s.THRESHOLD],
+            memory_threshold=values[s.MEMORY_THRESHOLD],
+            strict=values[s.STRICT],
+            compile_time_threshold=values[s.COMPILE_TIME_THRESHOLD],
+        ),
+        calibrate=values[s.CALIBRATION],
+        machine=values[s.MACHINE],
+        peak_tflops=values[s.PEAK_TFLOPS],
+        save=values[s.SAVE],
+        creep=CreepPlan(creep, values[s.CREEP_RUNS]) if applies and creep is not None else None,
+    )

@@ -15,6 +15,7 @@ writers lose nothing. A file that cannot be written raises :class:`BaselineSaveE
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import glob
 import hashlib
 import json
@@ -27,10 +28,54 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import formats, leftovers
-from .results import BaselineEntry, BaselineFile
+from ..model import Result
+from ..sampling import leftovers
+from . import legacy
+from .codec import DataError, Document, dump
+from .locations import safe_name
 
 SIGNIFICANT_DIGITS = 5
+
+
+@dataclass(frozen=True)
+class BaselineFile:
+    """The baselines of one test module on one kind of machine: test -> key -> result (a result
+    without its decision, each sample without its steps).
+
+    The file names its machine and its test module itself, so that a copy or a download of it
+    compares and gates like the original (files from before ``module`` was written lack it)."""
+
+    machine: str
+    entries: dict[str, dict[str, Result]]
+    #: the test module's key, e.g. ``tests/perf/test_models`` (see ``locations.module_key``)
+    module: str | None = None
+
+    def stored(self) -> BaselineFile:
+        """The file as it is written: its entries without their test ids (its keys say them)."""
+        entries = {
+            t: {k: r.as_baseline() for k, r in keys.items()} for t, keys in self.entries.items()
+        }
+        return dataclasses.replace(self, entries=entries)
+
+    def results(self) -> list[Result]:
+        """Every entry, with its test's node id (``<module>.py::<test>``), sorted."""
+        return [
+            entry for _, keys in sorted(self.entries.items()) for _, entry in sorted(keys.items())
+        ]
+
+
+def _read_v1(data: dict[str, Any], path: str) -> BaselineFile:
+    old = legacy.baseline_file(data, path)
+    entries = {
+        test: {key: legacy.result_of_entry(entry) for key, entry in keys.items()}
+        for test, keys in old.entries.items()
+    }
+    return BaselineFile(machine=old.machine, entries=entries, module=old.module)
+
+
+BASELINE: Document[BaselineFile] = Document(
+    "pytest-cnnperf/baseline", 2, BaselineFile, "", older={1: _read_v1}
+)
 
 
 class BaselineFileError(Exception):
@@ -62,13 +107,32 @@ def os_problem(exc: OSError) -> str:
 
 
 def render(document: BaselineFile) -> str:
-    """Stable, diff-friendly JSON: sorted keys, rounded numbers, number lists on one line."""
-    return _render_data(_rounded(formats.BASELINE.dump(document)))
+    """Stable, diff-friendly JSON: sorted keys, rounded numbers, number lists and each sample on
+    one line."""
+    return _render_data(_rounded(BASELINE.dump(document)))
 
 
 def _render_data(data: Mapping[str, Any]) -> str:
-    text = json.dumps(data, indent=2, sort_keys=True)
-    return re.sub(r"\[\s+([-+0-9.eE,\s]+?)\s+\]", _one_line, text) + "\n"
+    samples: list[str] = []
+
+    def lift(value: Any) -> Any:  # each sample becomes a token, replaced by its one-line JSON
+        if isinstance(value, dict):
+            out = {k: lift(v) for k, v in value.items()}
+            if isinstance(out.get("samples"), list):
+                tokens = []
+                for sample in out["samples"]:
+                    samples.append(json.dumps(sample, sort_keys=True))
+                    tokens.append(f"@@sample-{len(samples) - 1}@@")
+                out["samples"] = tokens
+            return out
+        if isinstance(value, list):
+            return [lift(v) for v in value]
+        return value
+
+    text = json.dumps(lift(data), indent=2, sort_keys=True)
+    text = re.sub(r"\[\s+([-+0-9.eE,\s]+?)\s+\]", _one_line, text)
+    text = re.sub(r'"@@sample-(\d+)@@"', lambda m: samples[int(m.group(1))], text)
+    return text + "\n"
 
 
 def _one_line(match: re.Match[str]) -> str:
@@ -85,6 +149,16 @@ def _rounded(data: Any) -> Any:
     return data
 
 
+def module_of(path: Path, machine: str) -> str:
+    """The test module of a file that does not name it, from its path below its machine's
+    folder (``baselines/<machine>/tests/test_models.json`` -> ``tests/test_models``)."""
+    parts = path.parts
+    if machine in parts[:-1]:
+        start = len(parts) - 1 - parts[::-1].index(machine, 1)
+        return "/".join(parts[start + 1 :]).removesuffix(".json")
+    return path.name.removesuffix(".json")
+
+
 def parse(text: str, path: Path, machine: str | None = None) -> BaselineFile:
     """Read a baseline document; ``BaselineFileError`` says what is wrong with it."""
     try:
@@ -93,46 +167,30 @@ def parse(text: str, path: Path, machine: str | None = None) -> BaselineFile:
         raise BaselineFileError(path, f"it is not valid JSON ({exc})") from None
     except RecursionError:
         raise BaselineFileError(path, "it is not valid JSON (nested too deeply)") from None
-    schema = formats.BASELINE.schema
+    schema = BASELINE.schema
     if not isinstance(data, dict) or data.get("schema") != schema:
         raise BaselineFileError(
             path, f'it is not a pytest-cnnperf baseline file (it lacks "schema": "{schema}")'
         )
-    problem = formats.BASELINE.version_problem(data)
+    problem = BASELINE.version_problem(data)
     if problem:
         raise BaselineFileError(path, problem)
     try:
-        document = formats.BASELINE.load(data)
-    except formats.DataError as exc:
+        document = BASELINE.load(data)
+    except DataError as exc:
         raise BaselineFileError(path, f"it is malformed: {exc}") from None
     if machine is not None and document.machine != machine:
         raise BaselineFileError(
             path, f"it holds baselines of machine {document.machine!r}, not {machine!r}"
         )
-    return document
-
-
-_SAFE = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-"
-
-
-def safe_name(part: str) -> str:
-    """A path component that no test id or machine name can make strange: a name of
-    ``[A-Za-z0-9._-]`` that neither starts nor ends with a dot is kept as it is; in any other,
-    every other character, and leading and trailing dots, are written as ``%XX`` (their UTF-8
-    bytes), so that two names never share a file (``perf 1`` is ``perf%201``, ``perf_1``
-    stays ``perf_1``)."""
-    if (
-        part
-        and all(c in _SAFE for c in part)
-        and not part.startswith(".")
-        and not part.endswith(".")
-    ):
-        return part
-    stripped = part.strip(".")
-    lead = len(part) - len(part.lstrip("."))
-    trail = len(part) - lead - len(stripped)
-    body = "".join(c if c in _SAFE else "".join(f"%{b:02X}" for b in c.encode()) for c in stripped)
-    return "%2E" * lead + body + "%2E" * trail or "%"
+    module = document.module or module_of(path, document.machine)
+    entries = {
+        test: {
+            key: dataclasses.replace(r, test_id=f"{module}.py::{test}") for key, r in keys.items()
+        }
+        for test, keys in document.entries.items()
+    }
+    return dataclasses.replace(document, entries=entries)
 
 
 #: how long a save waits for another process's save of the same file
@@ -243,7 +301,7 @@ class BaselineStore:
             raise cached
         return cached
 
-    def entry(self, machine: str, module: str, test: str, key: str) -> BaselineEntry | None:
+    def entry(self, machine: str, module: str, test: str, key: str) -> Result | None:
         document = self.load(self.path(machine, module), machine)
         if document is None:
             return None
@@ -274,7 +332,7 @@ class BaselineStore:
         self,
         machine: str,
         module: str,
-        updates: Mapping[str, Mapping[str, BaselineEntry]],
+        updates: Mapping[str, Mapping[str, Result]],
         remove_tests: Iterable[str] = (),
     ) -> SaveOutcome:
         """Merge ``updates`` (test -> key -> entry) into the module's file and drop
@@ -292,8 +350,10 @@ class BaselineStore:
             text = self._read(path)
             data: dict[str, Any] = {}
             if text is not None:
-                parse(text, path, machine)  # refuses a file it cannot use
+                old = parse(text, path, machine)  # refuses a file it cannot use
                 data = json.loads(text)
+                if data.get("schema_version") != BASELINE.version:  # written anew, whole
+                    data = _rounded(BASELINE.dump(old.stored()))
             entries: dict[str, dict[str, Any]] = data.get("entries", {})
             removed = tuple(sorted(t for t in remove_tests if t in entries))
             for test in removed:
@@ -301,9 +361,9 @@ class BaselineStore:
             written = 0
             for test, keys in updates.items():
                 for key, entry in keys.items():
-                    entries.setdefault(test, {})[key] = _rounded(formats.ENTRY.dump(entry))
+                    entries.setdefault(test, {})[key] = _rounded(dump(entry.as_baseline()))
                     written += 1
-            header = formats.BASELINE.dump(BaselineFile(machine, {}, module))
+            header = BASELINE.dump(BaselineFile(machine, {}, module))
             text = _render_data({**data, **header, "entries": entries})
             try:
                 _write_atomically(path, text)

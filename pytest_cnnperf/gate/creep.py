@@ -13,67 +13,65 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from .. import gate
-from ..results import (
-    BaselineEntry,
-    Creep,
-    Decision,
-    Environment,
-    Measurement,
-    Verdict,
-)
-from .runs import Entry
+from ..model import Creep, Decision, Result, Verdict
+from .decide import decide
+from .policy import GateSettings
 
 
-def best_run(recent: Sequence[Entry]) -> Entry | None:
+@dataclass(frozen=True)
+class Run:
+    """A run of the benchmark in the history, as the creep gate reads it."""
+
+    result: Result
+    #: the commit it measured (``None`` when unknown) and when it was recorded
+    commit: str | None
+    recorded: str
+
+
+def best_run(recent: Sequence[Run]) -> Run | None:
     """The run with the highest throughput among ``recent`` (those that measured it)."""
-    measured = [e for e in recent if e.result.measurement and e.result.environment]
+    measured = [r for r in recent if r.result.measurement and r.result.environment]
     if not measured:
         return None
-    return max(measured, key=lambda e: e.result.measurement.items_per_second)  # type: ignore[union-attr]
+    return max(measured, key=lambda r: r.result.measurement.items_per_second)  # type: ignore[union-attr]
 
 
 def judge(
     decision: Decision,
-    measurement: Measurement,
-    environment: Environment,
-    recent: Sequence[Entry],
-    settings: gate.GateSettings,
+    current: Result,
+    recent: Sequence[Run],
+    settings: GateSettings,
     threshold: float,
 ) -> Decision:
     """``decision`` (the baseline gate's) with the creep gate's verdict added: regressed, with a
-    :class:`~pytest_cnnperf.results.Creep` reason, when this run is past ``threshold`` against
+    :class:`~pytest_cnnperf.model.Creep` reason, when ``current`` is past ``threshold`` against
     the best of ``recent``; re-measured first when the comparison is in doubt."""
     best = best_run(recent)
     if best is None:
         return decision
-    result = best.result
-    assert result.measurement is not None
-    assert result.environment is not None
-    reference = BaselineEntry.of(
-        best.run.recorded, result.config, result.environment, result.measurement
-    )
     settings = dataclasses.replace(
         settings, throughput_threshold=threshold, memory_threshold=threshold, strict=False
     )
-    against = gate.decide(measurement, environment, reference, settings)
+    against = decide(current, best.result, settings)
     regressed = tuple(
         c for c in (against.throughput, against.memory) if c and c.verdict is Verdict.REGRESSED
     )
-    if against.verdict is Verdict.REGRESSED and regressed:
-        reason = Creep(
-            comparisons=regressed,
-            runs=len(recent),
-            best_commit=best.run.commit,
-            best_recorded=best.run.recorded,
-            unit=measurement.unit,
-        )
-        return dataclasses.replace(
-            decision,
-            verdict=Verdict.REGRESSED,
-            failed=True,
-            reasons=(*decision.reasons, reason),
-            remeasure=decision.remeasure or against.remeasure,
-        )
-    return dataclasses.replace(decision, remeasure=decision.remeasure or against.remeasure)
+    remeasure = decision.remeasure or against.remeasure
+    if against.verdict is not Verdict.REGRESSED or not regressed:
+        return dataclasses.replace(decision, remeasure=remeasure)
+    reason = Creep(
+        comparisons=regressed,
+        runs=len(recent),
+        best_commit=best.commit,
+        best_recorded=best.recorded,
+        unit=current.unit,
+    )
+    return dataclasses.replace(
+        decision,
+        verdict=Verdict.REGRESSED,
+        failed=True,
+        reasons=(*decision.reasons, reason),
+        remeasure=remeasure,
+    )

@@ -46,10 +46,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from . import stats
-from .policy import GatePolicy
-from .results import (
-    BaselineEntry,
+from ..model import (
     CalibrationChanged,
     Comparison,
     CompileComparison,
@@ -64,26 +61,17 @@ from .results import (
     NoBaseline,
     Reason,
     Recompiled,
+    Result,
     SamplingChanged,
     SlowerCompile,
     SoftwareChanged,
     Spread,
     UntrustworthyGpu,
     Verdict,
-    calibration_unit,
 )
-
-
-@dataclass(frozen=True)
-class GateSettings:
-    """The gate policy with this benchmark's thresholds and strictness resolved."""
-
-    policy: GatePolicy
-    throughput_threshold: float
-    memory_threshold: float
-    strict: bool
-    #: compile-time growth that fails a compiled benchmark; ``None``: never
-    compile_time_threshold: float | None = None
+from ..model.config import calibration_unit
+from . import stats
+from .policy import GateSettings
 
 
 def compare_throughput(
@@ -199,25 +187,25 @@ def mostly(count: int, total: int) -> bool:
 
 
 def calibration_change(
-    measurement: Measurement, baseline: BaselineEntry
+    measurement: Measurement, baseline: Measurement, device: str
 ) -> CalibrationChanged | None:
-    """The calibration units of the two sides, where both timed one and the units differ."""
-    if not baseline.calibration_s or not measurement.calibrations:
+    """The calibration units of the two sides, where both timed one and the units differ
+    (``device``: the baseline's, for the units of samples that did not say theirs)."""
+    if not baseline.calibrations or not measurement.calibrations:
         return None
-    device = baseline.environment.device
     before = calibration_unit(baseline.calibration_unit, device)
     now = calibration_unit(measurement.calibration_unit, device)
     return CalibrationChanged(before, now) if before != now else None
 
 
-def machine_ratio(measurement: Measurement, baseline: BaselineEntry) -> float | None:
+def machine_ratio(measurement: Measurement, baseline: Measurement, device: str) -> float | None:
     """Calibration time now / in the baseline: above 1, the machine runs slower than it did;
     ``None`` where either side has none, or they timed different calibration units."""
-    if not baseline.calibration_s or not measurement.calibrations:
+    if not baseline.calibrations or not measurement.calibrations:
         return None
-    if calibration_change(measurement, baseline) is not None:
+    if calibration_change(measurement, baseline, device) is not None:
         return None
-    return stats.median(measurement.calibrations) / stats.median(baseline.calibration_s)
+    return stats.median(measurement.calibrations) / stats.median(baseline.calibrations)
 
 
 #: How much of the machine's drift, as the calibration measured it, may have reached a benchmark:
@@ -239,18 +227,19 @@ class _Throughput:
 
 def _judge_throughput(
     measurement: Measurement,
-    baseline: BaselineEntry,
+    baseline: Measurement,
+    device: str,
     settings: GateSettings,
     software_changed: bool,
 ) -> _Throughput:
     reasons: list[Reason] = []
-    ratio = machine_ratio(measurement, baseline)
+    ratio = machine_ratio(measurement, baseline, device)
     items = (baseline.items_per_step, measurement.items_per_step)
 
     def over_shares(step_times: Sequence[float]) -> dict[float, Comparison]:
         return {
             share: compare_throughput(
-                baseline.step_time_s, step_times, settings, (ratio or 1.0) ** share, items=items
+                baseline.step_times, step_times, settings, (ratio or 1.0) ** share, items=items
             )
             for share in (SHARES if ratio is not None else (0.0,))
         }
@@ -266,7 +255,7 @@ def _judge_throughput(
         reasons.append(MachineDrift(ratio, verdicts if split else None))
     if software_changed and ratio is not None:
         reasons.append(SoftwareChanged())
-    changed = calibration_change(measurement, baseline)
+    changed = calibration_change(measurement, baseline, device)
     if changed is not None:
         reasons.append(changed)
     flags = disturbed(measurement)
@@ -313,22 +302,21 @@ def _holding(verdicts: dict[float, Verdict]) -> Verdict:
 
 
 def _compile_times(
-    measurement: Measurement, baseline: BaselineEntry | None
+    measurement: Measurement, baseline: Measurement | None
 ) -> tuple[str | None, float | None, float | None]:
     """The compile times to compare: cold against cold where both have one, else warm."""
     cold, warm = measurement.compile_time("cold"), measurement.compile_time("warm")
-    if baseline is None:
-        return ("cold", cold, None) if cold is not None else ("warm", warm, None)
-    if cold is not None and baseline.compile_cold_s is not None:
-        return "cold", cold, baseline.compile_cold_s
-    if warm is not None and baseline.compile_warm_s is not None:
-        return "warm", warm, baseline.compile_warm_s
+    if baseline is not None:
+        for cache, now in (("cold", cold), ("warm", warm)):
+            then = baseline.compile_time(cache)
+            if now is not None and then is not None:
+                return cache, now, then
     return ("cold", cold, None) if cold is not None else ("warm", warm, None)
 
 
 def judge_compile(
     measurement: Measurement,
-    baseline: BaselineEntry | None,
+    baseline: Measurement | None,
     settings: GateSettings,
     device: str,
 ) -> tuple[CompileComparison | None, tuple[Reason, ...]]:
@@ -374,17 +362,27 @@ def judge_compile(
     return comparison, tuple(reasons)
 
 
+def measured(result: Result) -> tuple[Measurement, Environment]:
+    """A result's measurement and environment, which a result that failed lacks."""
+    if result.measurement is None or result.environment is None:
+        raise ValueError(f"{result.name} has no measurement to compare: {result.error}")
+    return result.measurement, result.environment
+
+
 def decide(
-    measurement: Measurement,
-    environment: Environment,
-    baseline: BaselineEntry | None,
+    current: Result,
+    reference: Result | None,
     settings: GateSettings,
     baseline_file: str | None = None,
     elsewhere: tuple[str, ...] = (),
 ) -> Decision:
-    """The verdict on ``measurement`` against ``baseline`` (``None``: there is none;
+    """The verdict on ``current`` against ``reference`` (``None``: there is none;
     ``elsewhere`` then names the kinds of machine that have one)."""
-    compiled, compile_reasons = judge_compile(measurement, baseline, settings, environment.device)
+    measurement, environment = measured(current)
+    baseline = measured(reference) if reference is not None else None
+    compiled, compile_reasons = judge_compile(
+        measurement, baseline[0] if baseline else None, settings, environment.device
+    )
     compile_failed = compiled is not None and compiled.verdict is Verdict.REGRESSED
     if baseline is None:
         return Decision(
@@ -394,20 +392,20 @@ def decide(
             reasons=(NoBaseline(environment.machine, elsewhere), *compile_reasons),
             compile=compiled,
         )
-    changes = environment.changes_from(baseline.environment)
-    throughput = _judge_throughput(measurement, baseline, settings, bool(changes))
+    before, then = baseline
+    changes = environment.changes_from(then)
+    throughput = _judge_throughput(measurement, before, then.device, settings, bool(changes))
     reasons = list(throughput.reasons) + list(compile_reasons)
     memory = None
-    current_memory = [s.memory.allocated_bytes for s in measurement.samples if s.memory]
-    if baseline.peak_allocated_bytes and current_memory:
-        memory = compare_memory(baseline.peak_allocated_bytes, current_memory, settings)
+    if before.memory_peaks and measurement.memory_peaks:
+        memory = compare_memory(before.memory_peaks, measurement.memory_peaks, settings)
     verdict = combine(
         throughput.verdict,
         *([memory.verdict] if memory else []),
         *([compiled.verdict] if compiled else []),
     )
-    if measurement.in_process != baseline.in_process:
-        reasons.append(SamplingChanged(baseline.in_process, measurement.in_process))
+    if measurement.in_process != before.in_process:
+        reasons.append(SamplingChanged(before.in_process, measurement.in_process))
     failed = verdict is Verdict.REGRESSED or (
         settings.strict and (verdict is Verdict.INCONCLUSIVE or bool(changes))
     )
@@ -416,7 +414,7 @@ def decide(
         verdict=verdict,
         throughput=throughput.comparison,
         memory=memory,
-        machine_speed=machine_ratio(measurement, baseline),
+        machine_speed=machine_ratio(measurement, before, then.device),
         environment_changes=changes,
         reasons=tuple(reasons),
         baseline_file=baseline_file,

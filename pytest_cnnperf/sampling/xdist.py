@@ -12,13 +12,15 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pytest
 
-from . import formats
-from .formats import STR, Document, Field, ListOf, MapOf, Nullable, ObjectOf
-from .results import BaselineEntry, BenchmarkResult
-from .session import Session
+from ..model import Result
+from ..store.codec import Document
+
+if TYPE_CHECKING:
+    from ..session import Session
 
 KEY = "cnnperf"
 
@@ -103,14 +105,14 @@ def share_threads(count: int) -> str:
 class Pending:
     machine: str
     module: str
-    entries: dict[str, dict[str, BaselineEntry]]
+    entries: dict[str, dict[str, Result]]
 
 
 @dataclass(frozen=True)
 class WorkerReport:
     """What a worker sends to the controller when it finishes."""
 
-    results: tuple[BenchmarkResult, ...] = ()
+    results: tuple[Result, ...] = ()
     pending: tuple[Pending, ...] = ()
     collected: dict[str, tuple[str, ...]] = field(default_factory=dict)
     uncollected: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -119,28 +121,7 @@ class WorkerReport:
 
 
 WORKER_REPORT: Document[WorkerReport] = Document(
-    "pytest-cnnperf/worker-report",
-    1,
-    ObjectOf(
-        WorkerReport,
-        Field("results", ListOf(formats.RESULT)),
-        Field(
-            "pending",
-            ListOf(
-                ObjectOf(
-                    Pending,
-                    Field("machine", STR),
-                    Field("module", STR),
-                    Field("entries", MapOf(MapOf(formats.ENTRY))),
-                )
-            ),
-        ),
-        Field("collected", MapOf(ListOf(STR))),
-        formats.optional("uncollected", MapOf(ListOf(STR)), {}),
-        Field("machine", Nullable(STR)),
-        Field("warnings", ListOf(STR)),
-    ),
-    "worker report ",
+    "pytest-cnnperf/worker-report", 2, WorkerReport, "worker report"
 )
 
 

@@ -13,12 +13,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .baseline import safe_name
+_SAFE = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-"
+
+
+def safe_name(part: str) -> str:
+    """A path component that no test id or machine name can make strange: a name of
+    ``[A-Za-z0-9._-]`` that neither starts nor ends with a dot is kept as it is; in any other,
+    every other character, and leading and trailing dots, are written as ``%XX`` (their UTF-8
+    bytes), so that two names never share a file (``perf 1`` is ``perf%201``, ``perf_1``
+    stays ``perf_1``)."""
+    if (
+        part
+        and all(c in _SAFE for c in part)
+        and not part.startswith(".")
+        and not part.endswith(".")
+    ):
+        return part
+    stripped = part.strip(".")
+    lead = len(part) - len(part.lstrip("."))
+    trail = len(part) - lead - len(stripped)
+    body = "".join(c if c in _SAFE else "".join(f"%{b:02X}" for b in c.encode()) for c in stripped)
+    return "%2E" * lead + body + "%2E" * trail or "%"
 
 
 def module_key(parts: Iterable[str]) -> str:
     """A relative path for a module's baseline file from its path components, each made safe
-    by :func:`~pytest_cnnperf.baseline.safe_name` (anything outside ``[A-Za-z0-9._-]`` written
+    by :func:`safe_name` (anything outside ``[A-Za-z0-9._-]`` written
     as ``%XX``), so that no test id makes a strange file name and no two modules share one."""
     return "/".join(safe_name(part) for part in parts)
 

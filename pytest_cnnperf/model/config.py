@@ -1,0 +1,194 @@
+"""What a benchmark is and where it ran: its configuration and its environment."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from .values import PositiveInt
+
+#: a value of an inductor option as ``torch.compile(options=...)`` takes it
+OptionValue = bool | int | float | str
+
+
+@dataclass(frozen=True)
+class CompileSetting:
+    """How a benchmark is compiled: ``compile=`` of ``train_step`` and ``inference``, as the
+    arguments of ``torch.compile`` it stands for (``dynamic`` defaults to ``False`` here: a
+    benchmark's shapes are fixed)."""
+
+    backend: str = "inductor"
+    #: ``None``: torch's default mode
+    mode: str | None = None
+    fullgraph: bool = False
+    dynamic: bool | None = False
+    #: inductor options, sorted by name
+    options: tuple[tuple[str, OptionValue], ...] = ()
+
+    def label(self) -> str:
+        """``compile`` for ``compile=True``, else ``compile=`` and what differs from it:
+        ``compile=max-autotune``, ``compile=aot_eager,fullgraph``."""
+        parts = [] if self.backend == "inductor" else [self.backend]
+        if self.mode:
+            parts.append(self.mode)
+        if self.fullgraph:
+            parts.append("fullgraph")
+        if self.dynamic is not False:
+            parts.append(f"dynamic={'auto' if self.dynamic is None else 'true'}")
+        parts += [f"{name}={value}" for name, value in self.options]
+        return "compile=" + ",".join(parts) if parts else "compile"
+
+
+#: the CPU's calibration workload (unchanged since before units had ids)
+CPU_CALIBRATION_UNIT = "cpu-convnet-v1"
+#: the calibration unit of samples and baselines recorded before units had ids, by device type:
+#: on CUDA, four fp16 products of 2048², which mostly timed kernel launches on a large GPU
+UNSTAMPED_CALIBRATION_UNITS = {"cpu": CPU_CALIBRATION_UNIT, "cuda": "cuda-mm-fp16-2048x4"}
+
+
+def calibration_unit(stamped: str | None, device: str) -> str:
+    """The calibration unit of a sample or baseline on ``device`` (``cpu``, ``cuda:0``)."""
+    return stamped or UNSTAMPED_CALIBRATION_UNITS.get(device.split(":")[0], "unknown")
+
+
+@dataclass(frozen=True)
+class Flags:
+    """The global switches that change how fast the same code runs."""
+
+    cudnn_mode: str | None
+    #: whether cuDNN convolutions and cuBLAS matmuls may use TF32 (CUDA runs), whichever API
+    #: set it
+    cudnn_tf32: bool | None
+    matmul_tf32: bool | None
+    #: ``torch.get_float32_matmul_precision()``; ``mixed`` where torch >= 2.9 refuses to say
+    #: (the legacy and new APIs were mixed: ``fp32_precision`` then says what is in force)
+    matmul_precision: str
+    deterministic_algorithms: bool
+    #: torch >= 2.9: the ``fp32_precision`` flags that are set (not ``none``), by backend and
+    #: operator (``cuda.matmul``, ``cudnn.conv``, ``mkldnn``, ...); empty before 2.9
+    fp32_precision: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CompilerStack:
+    """What compiled code was built with: Triton where present, the C++ compiler that
+    inductor uses on the CPU."""
+
+    triton: str | None = None
+    #: the C++ compiler's command and the first line of its ``--version``
+    cxx: str | None = None
+    cxx_version: str | None = None
+
+    def describe(self) -> str:
+        parts = []
+        if self.cxx_version or self.cxx:
+            parts.append(self.cxx_version or self.cxx or "")
+        if self.triton:
+            parts.append(f"Triton {self.triton}")
+        return ", ".join(parts) or "none"
+
+
+@dataclass(frozen=True)
+class Environment:
+    """What the numbers belong to. ``machine`` names the kind of machine whose baselines apply."""
+
+    machine: str
+    device: str
+    device_name: str
+    driver: str | None
+    cuda: str | None
+    cudnn: str | None
+    torch: str
+    torchvision: str | None
+    python: str
+    platform: str
+    cpu: str
+    threads: PositiveInt
+    interop_threads: PositiveInt
+    flags: Flags
+    #: compiled benchmarks: the compiler stack
+    compiler: CompilerStack | None = None
+
+    #: fields whose change makes old baselines doubtful (reported, or failed in strict mode)
+    SOFTWARE_FIELDS: ClassVar[tuple[str, ...]] = (
+        "torch",
+        "torchvision",
+        "cuda",
+        "cudnn",
+        "driver",
+        "device_name",
+    )
+
+    def changes_from(self, old: Environment) -> tuple[str, ...]:
+        """Human-readable differences in software and hardware from ``old``."""
+        changes = []
+        for name in self.SOFTWARE_FIELDS:
+            before, after = getattr(old, name), getattr(self, name)
+            if before != after:
+                changes.append(f"{name} {before or 'none'} -> {after or 'none'}")
+        if self.compiler and old.compiler and self.compiler != old.compiler:
+            changes.append(f"compiler {old.compiler.describe()} -> {self.compiler.describe()}")
+        return tuple(changes)
+
+    def describe(self) -> str:
+        """One line for reports: device, software stack and threads."""
+        parts = [self.device_name]
+        if self.cuda:
+            parts.append(f"CUDA {self.cuda}")
+        if self.cudnn:
+            parts.append(f"cuDNN {self.cudnn}")
+        if self.driver:
+            parts.append(f"driver {self.driver}")
+        parts.append(f"torch {self.torch}")
+        if self.torchvision:
+            parts.append(f"torchvision {self.torchvision}")
+        parts.append(f"Python {self.python}")
+        parts.append(f"{self.threads} thread{'' if self.threads == 1 else 's'}")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """The configuration that identifies a benchmark inside its test."""
+
+    kind: str
+    model: str
+    batch_size: PositiveInt
+    image_size: tuple[PositiveInt, PositiveInt] | None
+    amp: str | None = None
+    channels_last: bool = False
+    optimizer: str | None = None
+    loss: str | None = None
+    cudnn_mode: str | None = None
+    world_size: PositiveInt = 1
+    unit: str = "images"
+    label: str | None = None
+    #: ``torch.compile``'s arguments; ``None``: eager
+    compile: CompileSetting | None = None
+    #: the whole step captured and replayed as a CUDA graph
+    cuda_graphs: bool = False
+
+    @functools.cached_property
+    def key(self) -> str:
+        """A stable, readable key: ``train_step resnet18 bs=32 224x224 amp=bf16 channels_last``."""
+        parts = [self.kind, self.label or self.model, f"bs={self.batch_size}"]
+        if self.image_size:
+            parts.append(f"{self.image_size[0]}x{self.image_size[1]}")
+        if self.amp:
+            parts.append(f"amp={self.amp}")
+        if self.channels_last:
+            parts.append("channels_last")
+        if self.optimizer:
+            parts.append(f"opt={self.optimizer}")
+        if self.loss:
+            parts.append(f"loss={self.loss}")
+        if self.cudnn_mode:
+            parts.append(f"cudnn={self.cudnn_mode}")
+        if self.world_size != 1:
+            parts.append(f"world={self.world_size}")
+        if self.compile:
+            parts.append(self.compile.label())
+        if self.cuda_graphs:
+            parts.append("cuda_graphs")
+        return " ".join(parts)

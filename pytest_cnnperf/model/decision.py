@@ -1,0 +1,474 @@
+"""The gate's decision on one benchmark: a verdict, the comparisons behind it, and its reasons.
+
+A reason is data (a ``kind`` and its numbers) that words itself (``str(reason)``): files keep the
+data, so the wording can change without changing a format.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import ClassVar
+
+from . import units
+from .sample import GraphBreak
+from .values import Count, NonNegative, Positive
+
+
+class Verdict(str, enum.Enum):
+    """The outcome of one benchmark against its baseline."""
+
+    OK = "ok"
+    REGRESSED = "regressed"
+    IMPROVED = "improved"
+    INCONCLUSIVE = "inconclusive"
+    NEW = "new"
+    SAVED = "saved"
+    ERROR = "error"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One metric of a fresh measurement against its baseline.
+
+    ``change`` is relative and signed so that positive is worse: for throughput the fractional
+    loss of items per second, for memory the fractional growth. ``low`` and ``high`` bound it
+    with the gate's confidence; ``p_value`` is the one-sided test for "worse".
+    """
+
+    metric: str
+    baseline: NonNegative
+    current: NonNegative
+    change: float
+    threshold: Positive
+    verdict: Verdict
+    p_value: NonNegative | None = None
+    low: float | None = None
+    high: float | None = None
+    baseline_samples: Count = 0
+    current_samples: Count = 0
+    #: throughput: how much slower the machine ran than for the baseline (calibration workload,
+    #: current / baseline); ``change`` allows for it, ``raw_change`` does not
+    machine_factor: Positive = 1.0
+    raw_change: float | None = None
+
+
+@dataclass(frozen=True)
+class CompileComparison:
+    """A compiled benchmark's compiler figures against its baseline's (``None``: no baseline,
+    or it did not have the figure). Graph breaks and recompiles are counts, so any change
+    counts; compile time fails only past its own threshold, when one is set."""
+
+    graph_breaks: Count
+    baseline_graph_breaks: Count | None
+    #: frames compiled again during the timed steps, and frames run eagerly after giving up
+    recompiles: Count
+    eager_frames: Count = 0
+    #: frames compiled again before the timed steps (reported, not failed)
+    warmup_recompiles: Count = 0
+    #: the compile times compared: the cold ones where both have them, else the warm ones
+    cache: str | None = None
+    compile_s: NonNegative | None = None
+    baseline_compile_s: NonNegative | None = None
+    #: compile-time growth that fails (``None``: it never does)
+    threshold: Positive | None = None
+    verdict: Verdict = Verdict.OK
+
+    @property
+    def compile_change(self) -> float | None:
+        """Fractional growth of the compile time."""
+        if self.compile_s is None or not self.baseline_compile_s:
+            return None
+        return self.compile_s / self.baseline_compile_s - 1
+
+
+# ---- why the gate decided as it did ----
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+class Because:
+    """What every reason has: its ``kind`` in files, its sentence (``str(reason)``), and, for
+    the reasons that fail a compiled benchmark, what failed it (``fails``: ``graph breaks``)."""
+
+    kind: ClassVar[str]
+    #: the failure a compiled benchmark's reason stands for, named as a failure message says it
+    fails: ClassVar[str | None] = None
+
+    def __str__(self) -> str:
+        raise NotImplementedError
+
+
+NO_BASELINE = "no baseline"
+
+
+@dataclass(frozen=True)
+class NoBaseline(Because):
+    """No baseline entry applies to the benchmark on this kind of machine."""
+
+    kind = "no-baseline"
+    #: the kind of machine whose baselines were looked for
+    machine: str = ""
+    #: other kinds of machine that have a baseline of the benchmark
+    elsewhere: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        text = f"{NO_BASELINE} for {self.machine or 'this kind of machine'}"
+        if self.elsewhere:
+            text += f"; baselines of it exist for {', '.join(self.elsewhere)}"
+        return text
+
+
+def _machine(ratio: float) -> str:
+    if ratio >= 1:
+        return f"the machine ran {ratio - 1:.0%} slower than when the baseline was recorded"
+    return f"the machine ran {1 / ratio - 1:.0%} faster than when the baseline was recorded"
+
+
+@dataclass(frozen=True)
+class MachineDrift(Because):
+    """The calibration workload ran at another speed than when the baseline was recorded."""
+
+    kind = "machine-drift"
+    #: calibration time now / in the baseline (above 1: the machine runs slower)
+    ratio: Positive
+    #: when the verdict depends on how much of the drift reached the benchmark: the verdicts
+    #: as measured, allowing for all of it and for twice it; ``None`` when they agree
+    verdicts: tuple[Verdict, Verdict, Verdict] | None = None
+
+    def __str__(self) -> str:
+        if self.verdicts is None:
+            return f"{_machine(self.ratio)}; throughput compared after allowing for it"
+        measured, allowed, twice = self.verdicts
+        return (
+            f"{_machine(self.ratio)} (calibration workload), and the verdict depends on how "
+            f"much of that reached this benchmark: {measured} as measured, {allowed} allowing "
+            f"for all of it, {twice} for twice it; re-run it when the machine is as fast as when "
+            "the baseline was recorded"
+        )
+
+
+@dataclass(frozen=True)
+class CalibrationChanged(Because):
+    """The calibration workload is another than the baseline's (a new version of the plugin
+    sized it anew), so its times say nothing about the machine's speed: compared as measured."""
+
+    kind = "calibration-changed"
+    baseline_unit: str
+    current_unit: str
+
+    def __str__(self) -> str:
+        return (
+            f"the calibration workload changed since the baseline was recorded "
+            f"({self.baseline_unit} -> {self.current_unit}), so the machine's speed is not "
+            "allowed for: throughput compared as measured; record the baseline again "
+            "(--cnnperf-save) to compare allowing for it"
+        )
+
+
+@dataclass(frozen=True)
+class SoftwareChanged(Because):
+    """The software changed since the baseline, so times were compared as measured too."""
+
+    kind = "software-changed"
+
+    def __str__(self) -> str:
+        return "software changed, so times are also compared as measured, without calibration"
+
+
+class Disturbance(str, enum.Enum):
+    """What disturbed samples did to a verdict."""
+
+    #: a third of the samples or more were disturbed; the verdict stands
+    NOTED = "noted"
+    #: a regression shows in the undisturbed samples alone
+    QUIET_REGRESSED = "quiet-regressed"
+    #: the undisturbed samples alone show no regression: no throughput verdict
+    NO_VERDICT = "no-verdict"
+    #: a third of the samples or more of a recorded baseline were disturbed
+    RECORDED = "recorded"
+
+
+@dataclass(frozen=True)
+class Disturbed(Because):
+    """Samples taken while something else ran on the machine (see ``gate.decide.disturbed``)."""
+
+    kind = "disturbed"
+    count: Count
+    total: Count
+    effect: Disturbance
+
+    def __str__(self) -> str:
+        samples = (
+            f"{self.count} of {self.total} samples had erratic step times, a slow calibration "
+            "or threads kept waiting for the CPU"
+        )
+        quiet = self.total - self.count
+        if self.effect is Disturbance.QUIET_REGRESSED:
+            return f"{samples}; the other {quiet} alone show the regression"
+        if self.effect is Disturbance.NO_VERDICT:
+            others = {
+                0: "so none can show a regression",
+                1: "and the other one alone does not show a regression",
+            }.get(quiet, f"and the other {quiet} alone do not show a regression")
+            return (
+                f"the machine was busy: {samples}, {others}: no throughput verdict; re-run it "
+                "when the machine is quieter"
+            )
+        if self.effect is Disturbance.RECORDED:
+            return f"the machine was busy: {samples}; record it again on a quiet machine"
+        return f"the machine was busy: {samples}"
+
+
+@dataclass(frozen=True)
+class UntrustworthyGpu(Because):
+    """NVML reported conditions that make GPU timings untrustworthy."""
+
+    kind = "untrustworthy-gpu"
+    problems: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return "untrustworthy GPU state: " + "; ".join(self.problems)
+
+
+@dataclass(frozen=True)
+class SamplingChanged(Because):
+    """The baseline's samples were taken otherwise (in-process or in fresh processes)."""
+
+    kind = "sampling-changed"
+    baseline_in_process: bool
+    current_in_process: bool
+
+    def __str__(self) -> str:
+        where = {True: "inside one process", False: "in separate processes"}
+        return (
+            f"the baseline's samples were taken {where[self.baseline_in_process]}, these "
+            f"{where[self.current_in_process]}"
+        )
+
+
+def graph_break_text(b: GraphBreak) -> str:
+    """``models.py:12 `print(x.shape)`: Failed to trace builtin operator``."""
+    where = b.location or "an unknown line"
+    code = f" `{b.code}`" if b.code else ""
+    return f"{where}{code}: {b.reason}"
+
+
+@dataclass(frozen=True)
+class NewGraphBreaks(Because):
+    """A compiled benchmark breaks its graph in more places than its baseline did."""
+
+    kind = "new-graph-breaks"
+    fails = "graph breaks"
+    count: Count
+    baseline_count: Count
+    #: the breaks the baseline did not have (all of them when only their lines moved)
+    breaks: tuple[GraphBreak, ...]
+
+    def __str__(self) -> str:
+        new = "; ".join(graph_break_text(b) for b in self.breaks)
+        return f"graph breaks: {self.count} now, {self.baseline_count} in the baseline; new: {new}"
+
+
+@dataclass(frozen=True)
+class Recompiled(Because):
+    """torch.compile compiled again during the timed steps, or gave up and ran eagerly: the
+    steady figure is then not the compiled step's."""
+
+    kind = "recompiled"
+    fails = "recompiles"
+    recompiles: Count
+    reasons: tuple[str, ...]
+    eager_frames: Count = 0
+
+    def __str__(self) -> str:
+        parts = []
+        why = ""
+        if self.reasons:
+            more = len(self.reasons) - 1
+            why = f" ({self.reasons[0]}" + (f"; {more} more" if more else "") + ")"
+        if self.recompiles:
+            parts.append(
+                f"torch.compile recompiled {_plural(self.recompiles, 'time')} during the timed "
+                f"steps{why}"
+            )
+        if self.eager_frames:
+            frames = self.eager_frames
+            parts.append(
+                f"gave up on {_plural(frames, 'frame')} after too many recompiles and ran "
+                f"{'it' if frames == 1 else 'them'} eagerly" + (why if not parts else "")
+            )
+        return (
+            "recompiles: "
+            + ", and ".join(parts)
+            + ": the steady figure is not the compiled step's; keep the shapes and the Python "
+            "values the model branches on the same from step to step"
+        )
+
+
+@dataclass(frozen=True)
+class SlowerCompile(Because):
+    """Compiling took longer than the baseline's past ``compile_time_threshold``."""
+
+    kind = "slower-compile"
+    fails = "compile time"
+    current_s: NonNegative
+    baseline_s: Positive
+    threshold: Positive
+    cache: str
+
+    def __str__(self) -> str:
+        change = self.current_s / self.baseline_s - 1
+        return (
+            f"compile time: {units.seconds(self.current_s)} now, "
+            f"{units.seconds(self.baseline_s)} in the baseline ({self.cache} cache): "
+            f"{units.change(change)} (fails above +{units.percent(self.threshold)})"
+        )
+
+
+@dataclass(frozen=True)
+class CudaGraphsSkipped(Because):
+    """A CUDA-graph compile mode ran compiled graphs without CUDA graphs (always on the CPU)."""
+
+    kind = "cuda-graphs-skipped"
+    count: Count
+    device: str
+
+    def __str__(self) -> str:
+        graphs = _plural(self.count, "compiled graph")
+        if self.device.startswith("cuda"):
+            return f"CUDA graphs were skipped for {graphs}; TORCH_LOGS=cudagraphs says why"
+        return (
+            f"{graphs} ran without CUDA graphs: there are none on the {self.device.upper()}, "
+            "so this mode measured the same code as mode='default'"
+        )
+
+
+@dataclass(frozen=True)
+class Creep(Because):
+    """The benchmark is worse than the best of its recent runs on this machine in the history by
+    more than the creep threshold (``--cnnperf-creep``), whatever its baseline says."""
+
+    kind = "creep"
+    #: the metrics past the threshold, each against the best run's figure
+    comparisons: tuple[Comparison, ...]
+    #: the recent runs the best was taken from
+    runs: Count
+    #: the best run: its commit (``None`` when unknown) and when it was recorded
+    best_commit: str | None
+    best_recorded: str
+    unit: str = "images"
+
+    @property
+    def metrics(self) -> str:
+        return " and ".join(c.metric for c in self.comparisons)
+
+    def __str__(self) -> str:
+        commit = f"commit {self.best_commit[:7]}, " if self.best_commit else ""
+        figures = []
+        for c in self.comparisons:
+            if c.metric == "throughput":
+                figures.append(
+                    f"throughput {units.rate(c.current, self.unit)} against "
+                    f"{units.rate(c.baseline, self.unit)}, {units.change(-c.change)} "
+                    f"(fails below -{units.percent(c.threshold)})"
+                )
+            else:
+                figures.append(
+                    f"peak memory {units.nbytes(c.current)} against {units.nbytes(c.baseline)}, "
+                    f"{units.change(c.change)} (fails above +{units.percent(c.threshold)})"
+                )
+        runs = "its last run" if self.runs == 1 else f"its last {self.runs} runs"
+        return (
+            f"creep: worse than the best of {runs} on this machine in the history "
+            f"({commit}{self.best_recorded.replace('T', ' ')[:16]}): {'; '.join(figures)}"
+        )
+
+
+@dataclass(frozen=True)
+class NotSaved(Because):
+    """The benchmark's baseline was measured but not written (the run was interrupted, or its
+    file could not be saved)."""
+
+    kind = "not-saved"
+    why: str
+
+    def __str__(self) -> str:
+        return f"not saved: {self.why}"
+
+
+@dataclass(frozen=True)
+class Remark(Because):
+    """A reason as results files of version 1 kept it: its sentence. ``role`` says what the
+    sentence stood for where that matters: ``creep``, or the failure of a compiled benchmark
+    (``graph breaks``, ``recompiles``, ``compile time``)."""
+
+    kind = "remark"
+    text: str
+    role: str | None = None
+
+    def __str__(self) -> str:
+        return self.text
+
+    @property
+    def fails_as(self) -> str | None:
+        return self.role if self.role != "creep" else None
+
+
+Reason = (
+    NoBaseline
+    | MachineDrift
+    | CalibrationChanged
+    | SoftwareChanged
+    | Disturbed
+    | UntrustworthyGpu
+    | SamplingChanged
+    | NewGraphBreaks
+    | Recompiled
+    | SlowerCompile
+    | CudaGraphsSkipped
+    | Creep
+    | NotSaved
+    | Remark
+)
+
+
+def failure_of(reason: Reason) -> str | None:
+    """What a reason fails a compiled benchmark for (``graph breaks``, ...), or ``None``."""
+    return reason.fails_as if isinstance(reason, Remark) else reason.fails
+
+
+def is_creep(reason: Reason) -> bool:
+    return isinstance(reason, Creep) or (isinstance(reason, Remark) and reason.role == "creep")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The gate's verdict on one benchmark, with the evidence for it."""
+
+    verdict: Verdict
+    throughput: Comparison | None = None
+    memory: Comparison | None = None
+    machine_speed: Positive | None = None
+    environment_changes: tuple[str, ...] = ()
+    reasons: tuple[Reason, ...] = ()
+    baseline_file: str | None = None
+    failed: bool = False
+    #: whether more samples could change the verdict
+    remeasure: bool = False
+    #: compiled benchmarks: graph breaks, recompiles and compile time against the baseline
+    compile: CompileComparison | None = None
+
+    @property
+    def creep(self) -> Reason | None:
+        """The creep gate's reason, when it failed the benchmark."""
+        return next((r for r in self.reasons if is_creep(r)), None)
+
+    @property
+    def no_baseline(self) -> NoBaseline | None:
+        return next((r for r in self.reasons if isinstance(r, NoBaseline)), None)

@@ -1,0 +1,466 @@
+"""What a benchmark measured: its samples and the figures reports show of them."""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from .values import NONEMPTY, Bytes, Count, NonNegative, Positive, PositiveInt, Seconds
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Median and spread of a set of values (seconds, bytes, ...)."""
+
+    median: float
+    q1: float
+    q3: float
+    low: float
+    high: float
+    n: int
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Spread:
+        if not values:
+            raise ValueError("a spread needs at least one value")
+        ordered = sorted(values)
+        if len(ordered) == 1:
+            q1 = q3 = ordered[0]
+        else:
+            q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
+        return cls(
+            median=statistics.median(ordered),
+            q1=q1,
+            q3=q3,
+            low=ordered[0],
+            high=ordered[-1],
+            n=len(ordered),
+        )
+
+    @property
+    def iqr(self) -> float:
+        return self.q3 - self.q1
+
+    @property
+    def relative_iqr(self) -> float:
+        """IQR / median: torch.utils.benchmark warns above 0.1 ("system fluctuation")."""
+        return self.iqr / self.median if self.median else 0.0
+
+
+@dataclass(frozen=True)
+class MemoryPeak:
+    """Peak memory of a steady-state step, read in a pass of its own.
+
+    CUDA: the caching allocator's peak allocated and reserved bytes. CPU: the peak of tensor
+    bytes alive during a step, as PyTorch's profiler tracks allocations (``allocated_bytes``),
+    and the process's peak resident set size over that pass (``reserved_bytes``).
+    """
+
+    allocated_bytes: Bytes
+    reserved_bytes: Bytes | None
+    source: str
+    alloc_retries: Count | None = None
+
+
+@dataclass(frozen=True)
+class DeviceHealth:
+    """The GPU's state around a measurement, from NVML."""
+
+    sm_clock_mhz: int | None
+    max_sm_clock_mhz: int | None
+    memory_clock_mhz: int | None
+    temperature_c: int | None
+    power_w: float | None
+    power_limit_w: float | None
+    clock_event_reasons: tuple[str, ...]
+    #: pids of other processes with a context on the GPU; ``None`` where NVML cannot tell (in
+    #: a container with its own pid namespace it lists host pids, ours among them unrecognised)
+    other_processes: tuple[int, ...] | None
+    problems: tuple[str, ...]
+    #: fraction of the measurement the GPU's clocks were held back, by cause (``power``,
+    #: ``thermal``, ...), from NVML's cumulative violation counters
+    throttled: dict[str, NonNegative] = field(default_factory=dict)
+
+    @property
+    def trustworthy(self) -> bool:
+        return not self.problems
+
+
+@dataclass(frozen=True)
+class StepFlops:
+    """Floating-point operations of one step, as PyTorch's own counter
+    (``torch.utils.flop_counter.FlopCounterMode``) counts them: matrix products and
+    convolutions only, two per multiply-add. Normalisation, activations, pooling, the loss's
+    elementwise work and the optimizer's updates count 0 (the convention of torchvision's
+    published operation counts and of MFU figures)."""
+
+    #: per phase: ``forward`` (with the loss), ``backward``, ``optimizer``; ``step`` for a
+    #: ``measure()`` step
+    phases: dict[str, Count]
+    #: per operator, summed over the phases (``aten.convolution``, ``aten.mm``, ...)
+    operators: dict[str, Count]
+    #: the items the counted step processed (one rank's batch in a data-parallel step)
+    items: PositiveInt
+    #: ``meta``: counted on meta tensors, without computing; ``step``: counted on one real
+    #: step, outside the timed ones
+    method: str
+
+    @property
+    def total(self) -> int:
+        return sum(self.phases.values())
+
+    @property
+    def per_item(self) -> float:
+        return self.total / self.items
+
+    @property
+    def convolution_share(self) -> float:
+        """The share of the FLOPs in convolutions (the rest: matrix products)."""
+        conv = sum(v for k, v in self.operators.items() if "convolution" in k)
+        return conv / self.total if self.total else 0.0
+
+
+@dataclass(frozen=True)
+class Peak:
+    """The device's peak FLOP/s for the precision a benchmark ran in, which its utilisation
+    (MFU) is measured against. ``flops_per_s`` is ``None`` when the peak is unknown, and
+    ``detail`` then says why."""
+
+    #: ``fp32``, ``tf32``, ``bf16`` or ``fp16``; ``None`` where the precision is unknown
+    #: (a ``measure()`` step)
+    precision: str | None
+    flops_per_s: Positive | None
+    #: ``table`` (a datasheet's dense figure), ``measured`` (a matrix product on the CPU),
+    #: ``setting`` (``cnnperf_peak_tflops``) or ``unknown``
+    source: str
+    #: where the figure comes from, in words, or why there is none
+    detail: str
+
+
+#: the shortest timed window (all samples together) whose energy a report shows, per counter:
+#: NVML's advances every 20 to 100 ms, so 2 s keeps its error under 10% at the slowest rate;
+#: RAPL's every millisecond or so
+ENERGY_MIN_WINDOW_S = {"nvml": 2.0, "rapl": 0.1}
+
+
+@dataclass(frozen=True)
+class Energy:
+    """Energy the device used over timed steps, from its cumulative counter: NVML's for the
+    whole GPU board, RAPL's for the CPU packages. Other processes on the device count too."""
+
+    joules: NonNegative
+    #: wall time between the two readings
+    seconds: Positive
+    #: items the timed steps processed on this device
+    items: PositiveInt
+    #: ``nvml`` or ``rapl``
+    source: str
+
+    @property
+    def joules_per_item(self) -> float:
+        return self.joules / self.items
+
+    @property
+    def mean_power_w(self) -> float:
+        return self.joules / self.seconds
+
+    @property
+    def min_window_s(self) -> float:
+        return ENERGY_MIN_WINDOW_S.get(self.source, 2.0)
+
+    @property
+    def long_enough(self) -> bool:
+        """Whether the window is long enough for the counter's update rate."""
+        return self.seconds >= self.min_window_s
+
+    @classmethod
+    def total(cls, parts: Sequence[Energy]) -> Energy | None:
+        """The energy of several windows together (the samples of a benchmark)."""
+        if not parts:
+            return None
+        return cls(
+            joules=sum(p.joules for p in parts),
+            seconds=sum(p.seconds for p in parts),
+            items=sum(p.items for p in parts),
+            source=parts[0].source,
+        )
+
+
+@dataclass(frozen=True)
+class GraphBreak:
+    """Where ``torch.compile`` split a compiled function, and why."""
+
+    #: the first line of Dynamo's reason: ``Failed to trace builtin operator``
+    reason: str
+    #: ``file:line`` of the code it broke at
+    location: str | None = None
+    #: that line of code
+    code: str | None = None
+    #: inside PyTorch's own code: the optimizer's deliberate breaks around its step
+    internal: bool = False
+
+
+@dataclass(frozen=True)
+class Compilation:
+    """What ``torch.compile`` did in one sample (see ``measuring.compiled``)."""
+
+    #: first call until steady, less as many steady steps; ``None`` when this process had
+    #: compiled it already (samples taken in-process after the first)
+    compile_s: NonNegative | None
+    #: the compiler cache at the first call: ``cold`` (nothing cached), ``warm`` (all of it),
+    #: ``partial``; ``None`` where the backend keeps none
+    cache: str | None
+    #: graphs compiled (``None`` in baselines recorded before version 2)
+    graphs: Count | None = None
+    graph_breaks: tuple[GraphBreak, ...] = ()
+    #: frames compiled again during the timed steps, and during the warm-up before them
+    recompiles: Count = 0
+    warmup_recompiles: Count = 0
+    #: why they were recompiled (Dynamo's guard failures), first lines
+    recompile_reasons: tuple[str, ...] = ()
+    #: frames torch.compile gave up on at its recompile limit and ran eagerly from then on
+    eager_frames: Count = 0
+    #: compiled graphs the CUDA-graph modes ran without CUDA graphs
+    cudagraph_skips: Count = 0
+
+    @property
+    def user_breaks(self) -> tuple[GraphBreak, ...]:
+        """The graph breaks in the benchmark's code, not PyTorch's own."""
+        return tuple(b for b in self.graph_breaks if not b.internal)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One independent measurement: a fresh process (or one in-process round) of timed steps,
+    with what was measured around them.
+
+    ``step_time_s`` is the figure the gate compares: the median of the sample's step times on
+    the CPU, the synchronized wall clock of its timed block over its steps on CUDA. A baseline
+    keeps a sample without its steps (see :meth:`without_steps`)."""
+
+    step_time_s: Seconds
+    step_times_s: tuple[Seconds, ...] = ()
+    #: per-step times of forward + loss, backward and the optimizer step (CUDA events on a GPU)
+    phases: dict[str, tuple[NonNegative, ...]] = field(default_factory=dict)
+    #: the first step, cold; the steps run before the timed block, and whether they steadied
+    cold_step_s: NonNegative | None = None
+    warmup_steps: Count | None = None
+    warmup_steady: bool | None = None
+    #: the calibration workload's time, and which workload it was (``measuring.calibration``)
+    calibration_s: Seconds | None = None
+    calibration_unit: str | None = None
+    memory: MemoryPeak | None = None
+    health: DeviceHealth | None = None
+    in_process: bool = False
+    #: data-parallel runs: the step time of one rank alone, measured in the same process
+    single_rank_step_s: Seconds | None = None
+    #: CPU runs: cores' worth of CPU time other processes and the hypervisor denied this
+    #: process's threads during the timed steps (see ``measuring.cpuload``); ``None`` off Linux
+    cpu_contention: NonNegative | None = None
+    #: compiled benchmarks: what compiling did
+    compilation: Compilation | None = None
+    #: the step's FLOPs, counted in the benchmark's first sample only (they do not vary)
+    flops: StepFlops | None = None
+    #: the device's peak for the precision in use, found with the FLOPs
+    peak: Peak | None = None
+    #: the energy the device used over the timed steps, where a counter is readable
+    energy: Energy | None = None
+
+    def without_steps(self) -> Sample:
+        """The sample as a baseline keeps it: each phase's median instead of its steps."""
+        return dataclasses.replace(
+            self,
+            step_times_s=(),
+            phases={
+                name: (statistics.median(times),) for name, times in self.phases.items() if times
+            },
+        )
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """All samples of one benchmark, with the figures reports show."""
+
+    items_per_step: PositiveInt
+    samples: Annotated[tuple[Sample, ...], NONEMPTY]
+    unit: str = "images"
+
+    def without_steps(self) -> Measurement:
+        """The measurement as a baseline keeps it: its samples without their steps."""
+        return dataclasses.replace(self, samples=tuple(s.without_steps() for s in self.samples))
+
+    @property
+    def step_times(self) -> tuple[float, ...]:
+        return tuple(s.step_time_s for s in self.samples)
+
+    @property
+    def step(self) -> Spread:
+        """Spread of the samples' step times: the between-process noise."""
+        return Spread.of(self.step_times)
+
+    @property
+    def step_time_s(self) -> float:
+        return self.step.median
+
+    @property
+    def items_per_second(self) -> float:
+        return self.items_per_step / self.step_time_s
+
+    @property
+    def rates(self) -> tuple[float, ...]:
+        """Each sample's throughput."""
+        return tuple(self.items_per_step / t for t in self.step_times)
+
+    @property
+    def cold_step_s(self) -> float | None:
+        values = [s.cold_step_s for s in self.samples if s.cold_step_s is not None]
+        return statistics.median(values) if values else None
+
+    def phase(self, name: str) -> Spread | None:
+        """Spread of one phase's per-step times, pooled over samples."""
+        values = [t for s in self.samples for t in s.phases.get(name, ())]
+        return Spread.of(values) if values else None
+
+    @property
+    def phase_names(self) -> tuple[str, ...]:
+        names: dict[str, None] = {}
+        for sample in self.samples:
+            names.update(dict.fromkeys(sample.phases))
+        return tuple(names)
+
+    @property
+    def calibrations(self) -> tuple[float, ...]:
+        return tuple(s.calibration_s for s in self.samples if s.calibration_s is not None)
+
+    @property
+    def calibration_unit(self) -> str | None:
+        """The calibration workload's id as the samples recorded it (``None``: unstamped)."""
+        return next((s.calibration_unit for s in self.samples if s.calibration_unit), None)
+
+    @property
+    def memory_peaks(self) -> tuple[int, ...]:
+        """The peak allocated bytes of the samples that measured memory."""
+        return tuple(s.memory.allocated_bytes for s in self.samples if s.memory)
+
+    @property
+    def peak_allocated_bytes(self) -> int | None:
+        values = self.memory_peaks
+        return int(statistics.median(values)) if values else None
+
+    @property
+    def peak_reserved_bytes(self) -> int | None:
+        values = [
+            s.memory.reserved_bytes for s in self.samples if s.memory and s.memory.reserved_bytes
+        ]
+        return int(statistics.median(values)) if values else None
+
+    @property
+    def memory_source(self) -> str | None:
+        return next((s.memory.source for s in self.samples if s.memory), None)
+
+    @property
+    def health_problems(self) -> tuple[str, ...]:
+        problems: dict[str, None] = {}
+        for sample in self.samples:
+            if sample.health:
+                problems.update(dict.fromkeys(sample.health.problems))
+        return tuple(problems)
+
+    @property
+    def in_process(self) -> bool:
+        return any(s.in_process for s in self.samples)
+
+    @property
+    def compilations(self) -> tuple[Compilation, ...]:
+        """Compiled benchmarks: what compiling did in each sample."""
+        return tuple(s.compilation for s in self.samples if s.compilation)
+
+    def compile_time(self, cache: str) -> float | None:
+        """Median compile time of the samples that found the compiler cache ``cold`` (nothing
+        in it, or a backend that keeps none) or ``warm``."""
+        caches = ("cold", "none") if cache == "cold" else (cache,)
+        values = [
+            c.compile_s for c in self.compilations if c.compile_s is not None and c.cache in caches
+        ]
+        return statistics.median(values) if values else None
+
+    @property
+    def graph_breaks(self) -> tuple[GraphBreak, ...]:
+        """The graph breaks in the benchmark's code (not PyTorch's own), each once."""
+        return tuple(dict.fromkeys(b for c in self.compilations for b in c.user_breaks))
+
+    @property
+    def recompiles(self) -> int:
+        """Frames compiled again during the timed steps, in the sample with the most."""
+        return max((c.recompiles for c in self.compilations), default=0)
+
+    @property
+    def warmup_recompiles(self) -> int:
+        """Frames compiled again after the first step and before the timed steps, in the
+        sample with the most."""
+        return max((c.warmup_recompiles for c in self.compilations), default=0)
+
+    @property
+    def recompile_reasons(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(r for c in self.compilations for r in c.recompile_reasons))
+
+    @property
+    def eager_frames(self) -> int:
+        """Frames that torch.compile gave up on and ran eagerly, in the worst sample."""
+        return max((c.eager_frames for c in self.compilations), default=0)
+
+    @property
+    def cudagraph_skips(self) -> int:
+        return max((c.cudagraph_skips for c in self.compilations), default=0)
+
+    @property
+    def flops(self) -> StepFlops | None:
+        """The step's FLOPs (counted in one sample)."""
+        return next((s.flops for s in self.samples if s.flops), None)
+
+    @property
+    def flops_per_step(self) -> float | None:
+        """FLOPs of one step of all ``items_per_step`` (all ranks of a data-parallel step)."""
+        flops = self.flops
+        return flops.per_item * self.items_per_step if flops else None
+
+    @property
+    def achieved_flops_per_s(self) -> float | None:
+        """FLOPs per step over the step time: what the step achieved."""
+        flops = self.flops
+        return flops.per_item * self.items_per_second if flops else None
+
+    @property
+    def peak(self) -> Peak | None:
+        return next((s.peak for s in self.samples if s.peak), None)
+
+    @property
+    def utilisation(self) -> float | None:
+        """Achieved FLOP/s over the device's peak for the precision in use (MFU)."""
+        achieved, peak = self.achieved_flops_per_s, self.peak
+        if achieved is None or peak is None or not peak.flops_per_s:
+            return None
+        return achieved / peak.flops_per_s
+
+    @property
+    def energy(self) -> Energy | None:
+        """The energy of all samples' timed steps together."""
+        return Energy.total([s.energy for s in self.samples if s.energy])
+
+    @property
+    def joules_per_item(self) -> float | None:
+        """Energy per item, where the timed window was long enough for the counter to show."""
+        energy = self.energy
+        return energy.joules_per_item if energy and energy.long_enough else None
+
+    @property
+    def scaling_efficiency(self) -> float | None:
+        """Data-parallel runs: throughput of all ranks / (ranks x throughput of one rank alone),
+        which is the single rank's step time over the data-parallel step time."""
+        ratios = [
+            s.single_rank_step_s / s.step_time_s for s in self.samples if s.single_rank_step_s
+        ]
+        return statistics.median(ratios) if ratios else None

@@ -1,0 +1,313 @@
+"""The words a benchmark's reader gets: failure messages, one-line verdict explanations and the
+notes beside a verdict (the gate's reasons word themselves: ``model.decision``)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Sequence
+
+from ..model import (
+    Comparison,
+    CompileComparison,
+    Creep,
+    Decision,
+    Measurement,
+    NoBaseline,
+    Remark,
+    Result,
+    Verdict,
+    units,
+)
+from ..model.decision import failure_of
+
+
+def display_path(path: os.PathLike[str] | str) -> str:
+    """A path as a user reads it: relative to the current folder when it lies inside it, else
+    as it is (``/proc/x/r.json``, not ``../../proc/x/r.json``)."""
+    text = os.fspath(path)
+    try:
+        relative = os.path.relpath(text)
+    except ValueError:  # another drive on Windows
+        return text
+    outside = relative == os.pardir or relative.startswith(os.pardir + os.sep)
+    return text if outside else relative
+
+
+def save_command(nodeid: str) -> str:
+    return f"pytest --cnnperf --cnnperf-save {shlex.quote(nodeid)}"
+
+
+def accept_creep_command(nodeid: str, save: bool = False) -> str:
+    also = " --cnnperf-save" if save else ""
+    return f"pytest --cnnperf{also} --cnnperf-creep-accept {shlex.quote(nodeid)}"
+
+
+def comparison_lines(comparison: Comparison, unit: str, alpha: float) -> list[str]:
+    if comparison.metric == "throughput":
+        measured = (
+            f"throughput  {units.rate(comparison.current, unit)} now, "
+            f"{units.rate(comparison.baseline, unit)} in the baseline: "
+        )
+        if comparison.machine_factor != 1.0 and comparison.raw_change is not None:
+            measured += (
+                f"{units.change(-comparison.raw_change)} as measured, "
+                f"{units.change(-comparison.change)} allowing for the machine's speed"
+            )
+        else:
+            measured += units.change(-comparison.change)
+        lines = [measured + f" (fails below -{units.percent(comparison.threshold)})"]
+        evidence = (
+            f"            {comparison.current_samples} samples now against "
+            f"{comparison.baseline_samples}; one-sided Mann-Whitney p = {comparison.p_value:.2g}"
+        )
+        if comparison.low is not None and comparison.verdict is Verdict.REGRESSED:
+            evidence += (
+                f"; with {1 - alpha:.0%} confidence the loss is at least "
+                f"{units.percent(max(comparison.low, 0.0))}"
+            )
+        lines.append(evidence)
+        return lines
+    return [
+        f"memory      {units.nbytes(comparison.current)} now, "
+        f"{units.nbytes(comparison.baseline)} in the baseline at peak: "
+        f"{units.change(comparison.change)} (fails above +{units.percent(comparison.threshold)})"
+    ]
+
+
+def compile_failures(decision: Decision) -> list[str]:
+    """What failed a compiled benchmark: ``graph breaks``, ``recompiles``, ``compile time``."""
+    return [failed for r in decision.reasons if (failed := failure_of(r))]
+
+
+def compile_time(seconds: float | None, cache: str | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{units.seconds(seconds)} {'cold' if cache in ('cold', 'none') else cache}"
+
+
+def compile_lines(comparison: CompileComparison) -> list[str]:
+    """A compiled benchmark's compiler figures against the baseline's, for a failure message."""
+    line = f"compile     {compile_time(comparison.compile_s, comparison.cache)} now"
+    if comparison.baseline_compile_s is not None:
+        line += f", {units.seconds(comparison.baseline_compile_s)} in the baseline: "
+        line += units.change(comparison.compile_change)
+        if comparison.threshold is not None:
+            line += f" (fails above +{units.percent(comparison.threshold)})"
+    breaks = f"{comparison.graph_breaks} graph break{'' if comparison.graph_breaks == 1 else 's'}"
+    if comparison.baseline_graph_breaks is not None:
+        breaks += f" ({comparison.baseline_graph_breaks} in the baseline)"
+    recompiles = f"{comparison.recompiles} recompile{'' if comparison.recompiles == 1 else 's'}"
+    before = comparison.warmup_recompiles
+    line2 = f"            {breaks}, {recompiles} during the timed steps"
+    if before:
+        line2 += f" ({before} before them)"
+    if comparison.eager_frames:
+        frames = comparison.eager_frames
+        line2 += f", {frames} frame{'' if frames == 1 else 's'} run eagerly"
+    return [line, line2]
+
+
+def failure(result: Result, alpha: float) -> str:
+    """Why ``result`` fails its test, with the numbers, the baseline file and the fix."""
+    decision = result.decision
+    assert decision is not None
+    return "\n".join(
+        [
+            _what_failed(result.key, decision),
+            *_evidence(decision, result.unit, alpha),
+            *_fixes(result.test_id, decision),
+        ]
+    )
+
+
+def _regressed_metrics(decision: Decision) -> list[str]:
+    return [
+        c.metric
+        for c in (decision.throughput, decision.memory)
+        if c and c.verdict is Verdict.REGRESSED
+    ]
+
+
+def _what_failed(key: str, decision: Decision) -> str:
+    head = f"cnnperf: {key}"
+    compiled = compile_failures(decision)
+    if decision.verdict is Verdict.REGRESSED:
+        metrics = _regressed_metrics(decision) + compiled
+        what = [" and ".join(metrics)] if metrics else []
+        creep = decision.creep
+        if creep is not None:
+            metrics_text = (
+                creep.metrics if isinstance(creep, Creep) else "throughput or peak memory"
+            )
+            what.append(f"{metrics_text} against the best of its recent runs in the history")
+        return f"{head} regressed ({'; '.join(what)})"
+    if compiled:
+        return f"{head} failed ({' and '.join(compiled)})"
+    if decision.verdict is Verdict.NEW:
+        line = (
+            f"{head} has no baseline in {decision.baseline_file} "
+            "(strict mode fails benchmarks without one)"
+        )
+        missing = decision.no_baseline
+        return line + (f"\n  note: {missing}" if missing and missing.elsewhere else "")
+    if decision.verdict is Verdict.INCONCLUSIVE:
+        return (
+            f"{head} is inconclusive (strict mode fails it): the noise is too large to tell a "
+            "change of the threshold's size from none"
+        )
+    return f"{head}: the environment differs from the baseline's (strict mode)"
+
+
+def _evidence(decision: Decision, unit: str, alpha: float) -> list[str]:
+    """The figures and notes under a failure's first line."""
+    lines: list[str] = []
+    for comparison in (decision.throughput, decision.memory):
+        if comparison:
+            lines += ["  " + line for line in comparison_lines(comparison, unit, alpha)]
+    if decision.compile:
+        lines += ["  " + line for line in compile_lines(decision.compile)]
+    lines += [f"  {reason}" for reason in decision.reasons if failure_of(reason)]
+    lines += [f"  environment changed: {change}" for change in decision.environment_changes]
+    lines += [f"  note: {note}" for note in notes(decision, compile_failures=False)]
+    missing = decision.no_baseline
+    if decision.baseline_file and missing is None:
+        lines.append(f"  baseline    {decision.baseline_file}")
+    elif decision.baseline_file and decision.verdict is not Verdict.NEW:
+        lines.append(f"  no baseline in {decision.baseline_file}")
+    return lines
+
+
+def _fixes(test_id: str, decision: Decision) -> list[str]:
+    """What the user can do about it: the commands that accept it, or measure more."""
+    lines: list[str] = []
+    compiled = compile_failures(decision)
+    creep = decision.creep
+    missing = decision.no_baseline
+    if decision.verdict is Verdict.INCONCLUSIVE:
+        lines.append(
+            "  Re-run it, measure more with --cnnperf-effort=thorough, or widen the threshold "
+            "with @pytest.mark.cnnperf(threshold=...)."
+        )
+    if creep and _regressed_metrics(decision):
+        lines.append(
+            "  To accept it as the new baseline and in the history, run: "
+            + accept_creep_command(test_id, save=True)
+        )
+    elif creep:
+        lines.append("  To accept it, run: " + accept_creep_command(test_id))
+    if missing is not None and "recompiles" in compiled:
+        lines.append(
+            "  No baseline is recorded while it recompiles: its steady figure would include "
+            "compiling."
+        )
+    elif missing is not None:
+        lines.append("  Record one with: " + save_command(test_id))
+    elif compiled or not creep:  # what the creep gate's command does not accept
+        lines.append("  To accept this as the new baseline, run: " + save_command(test_id))
+    if missing and missing.elsewhere:
+        lines.append("  " + _share_hint(missing.elsewhere))
+    return lines
+
+
+def _share_hint(machines: Sequence[str]) -> str:
+    example = machines[0]
+    others = " or ".join(machines)
+    return (
+        f"Or, if this machine is of the same kind as {others}, share its baselines: "
+        f"--cnnperf-machine={example} (or cnnperf_machine = {example} in the ini file)."
+    )
+
+
+def missing_baselines(results: Sequence[Result]) -> list[str]:
+    """For a session's summary: which benchmarks have no baseline on this kind of machine,
+    where they were looked for, which machines have them, and the two fixes."""
+    missing = [
+        (d, reason) for r in results if (d := r.decision) and (reason := d.no_baseline) is not None
+    ]
+    if not missing:
+        return []
+    machines = sorted({reason.machine for _, reason in missing})
+    files = sorted({d.baseline_file for d, _ in missing if d.baseline_file})
+    count = len(missing)
+    where = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    lines = [
+        f"{count} benchmark{'' if count == 1 else 's'} had no baseline for this kind of machine "
+        f"({', '.join(machines)}); looked in {where or 'no file'}"
+    ]
+    elsewhere: dict[str, int] = {}
+    for _, reason in missing:
+        for machine in reason.elsewhere:
+            elsewhere[machine] = elsewhere.get(machine, 0) + 1
+    if elsewhere:
+        found = ", ".join(f"{m} ({n} of {count})" for m, n in sorted(elsewhere.items()))
+        lines.append(f"  baselines of them exist for other kinds of machine: {found}")
+    lines.append(
+        "  Record them for this machine: run the same command with --cnnperf-save, and commit "
+        "the files it writes."
+    )
+    if elsewhere:
+        lines.append("  " + _share_hint(sorted(elsewhere, key=lambda m: -elsewhere[m])))
+    else:
+        lines.append(
+            "  Or, to share baselines between runners of one class whose machine names differ, "
+            "name the kind with --cnnperf-machine=NAME (or cnnperf_machine in the ini file)."
+        )
+    return lines
+
+
+def headline(result: Result) -> str:
+    """One line per benchmark for ``-v``: the verdict and the main figure."""
+    m, d = result.measurement, result.decision
+    if m is None:
+        return f"{result.verdict}: {result.error or ''}"
+    text = (
+        f"{result.verdict}: {units.rate(m.items_per_second, m.unit)}, "
+        f"step {units.seconds(m.step_time_s)}"
+    )
+    if m.peak_allocated_bytes is not None:
+        text += f", peak {units.nbytes(m.peak_allocated_bytes)}"
+    if d and d.throughput:
+        text += f" ({units.change(-d.throughput.change)} vs baseline)"
+    missing = d.no_baseline if d else None
+    if missing:
+        text += f" ({missing})"
+    compiled = compile_summary(m)
+    if compiled:
+        text += f"; {compiled}"
+    return text
+
+
+def compile_summary(m: Measurement) -> str | None:
+    """``compiled in 31.2 s cold, 2.10 s warm; 0 graph breaks, 0 recompiles``."""
+    if not m.compilations:
+        return None
+    times = [
+        f"{units.seconds(t)} {cache}"
+        for cache in ("cold", "warm")
+        if (t := m.compile_time(cache)) is not None
+    ]
+    breaks, recompiles = len(m.graph_breaks), m.warmup_recompiles + m.recompiles
+    text = (
+        (f"compiled in {', '.join(times)}; " if times else "compiled; ")
+        + f"{breaks} graph break{'' if breaks == 1 else 's'}, "
+        + f"{recompiles} recompile{'' if recompiles == 1 else 's'}"
+    )
+    if m.recompiles:
+        text += f" ({m.recompiles} while timed)"
+    if m.eager_frames:
+        text += f", {m.eager_frames} frame{'' if m.eager_frames == 1 else 's'} run eagerly"
+    return text
+
+
+def notes(decision: Decision, compile_failures: bool = True) -> list[str]:
+    """The reasons worth a note beside a verdict (that there is no baseline goes without
+    saying next to "new"); ``compile_failures=False`` leaves out those a failure message
+    gives on lines of their own."""
+    return [
+        str(reason)
+        for reason in decision.reasons
+        if not isinstance(reason, NoBaseline)
+        and not (isinstance(reason, Remark) and reason.role == "no-baseline")
+        and (compile_failures or not failure_of(reason))
+    ]

@@ -1,0 +1,143 @@
+"""Results files (``--cnnperf-json``), and reading any file of ours for the ``cnnperf`` command.
+
+A results file is a :class:`~pytest_cnnperf.model.ResultsFile` under the schema
+``pytest-cnnperf/results``: every result of a session, with its environment, samples, decision
+and headline figures. :func:`load` reads a results or a baseline file alike, and turns anything
+else (a missing file, another tool's JSON, a corrupt document) into a :class:`FileProblem` whose
+message names the file and what is wrong.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..model import Result, ResultsFile
+from . import baseline, legacy
+from .codec import DataError, Document, dump
+from .codec import load as load_data
+
+
+def _read_v1(data: dict[str, Any], path: str) -> ResultsFile:
+    return load_data(ResultsFile, legacy.results_file_data(data), path)
+
+
+RESULTS: Document[ResultsFile] = Document(
+    "pytest-cnnperf/results", 2, ResultsFile, "results", older={1: _read_v1}
+)
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def write(path: Path, results: Sequence[Result], machine: str | None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    document = ResultsFile(created=now(), machine=machine, results=tuple(results))
+    text = json.dumps(RESULTS.dump(document), indent=1, sort_keys=True)
+    path.write_text(text + "\n", encoding="utf-8")
+
+
+def result_data(result: Result) -> dict[str, Any]:
+    """One result as JSON data with its schema version, as a history keeps it."""
+    return {"schema_version": RESULTS.version, **dump(result)}
+
+
+def read_result(data: Any, path: str) -> Result:
+    """A result a history kept (version 1's rows have no ``schema_version``)."""
+    if isinstance(data, dict) and data.get("schema_version", 1) == 1:
+        data = legacy.result_data(data)
+    return load_data(Result, data, path)
+
+
+class FileProblem(Exception):
+    """A file the command was given cannot be used; the message says why."""
+
+    def __init__(self, path: Path | str, problem: str) -> None:
+        self.path = Path(path)
+        self.problem = problem
+        super().__init__(f"{path}: {problem}")
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A file the command read: its kind (``results`` or ``baseline``) and its results (those
+    of a baseline file without decisions)."""
+
+    path: Path
+    kind: str
+    results: tuple[Result, ...]
+    machine: str | None = None
+    created: str | None = None
+
+    @property
+    def measured(self) -> tuple[Result, ...]:
+        """The results that have a measurement (not those that failed)."""
+        return tuple(r for r in self.results if r.measurement is not None)
+
+
+def _read(path: Path) -> tuple[str, object]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FileProblem(path, "no such file") from None
+    except IsADirectoryError:
+        raise FileProblem(path, "it is a directory, not a results or baseline file") from None
+    except UnicodeDecodeError:
+        raise FileProblem(path, "it is not a text file (expected JSON)") from None
+    except OSError as exc:
+        raise FileProblem(path, f"it cannot be read ({exc.strerror})") from None
+    try:
+        return text, json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FileProblem(path, f"it is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise FileProblem(path, "it is not valid JSON (nested too deeply)") from None
+
+
+def _foreign(path: Path, data: object) -> FileProblem:
+    expected = f'"schema": "{RESULTS.schema}" or "{baseline.BASELINE.schema}"'
+    if isinstance(data, dict) and "benchmarks" in data and "machine_info" in data:
+        return FileProblem(
+            path,
+            "it is a pytest-benchmark file, not a pytest-cnnperf results or baseline file "
+            f"(those have {expected}); write one with --cnnperf-json=PATH",
+        )
+    schema = data.get("schema") if isinstance(data, dict) else None
+    found = f" (its schema is {schema!r})" if schema is not None else ""
+    return FileProblem(
+        path,
+        f"it is not a pytest-cnnperf results or baseline file{found}; those have {expected}. "
+        "Write one with --cnnperf-json=PATH, or pass a file from the baselines folder",
+    )
+
+
+def _results(path: Path, data: dict[str, Any]) -> Loaded:
+    problem = RESULTS.version_problem(data)
+    if problem:
+        raise FileProblem(path, problem)
+    try:
+        document = RESULTS.load(data)
+    except DataError as exc:
+        raise FileProblem(path, f"it is a malformed results file: {exc}") from None
+    return Loaded(path, "results", document.results, document.machine, document.created)
+
+
+def load(path: Path | str) -> Loaded:
+    """Read a results or baseline file; :class:`FileProblem` says what is wrong with it."""
+    path = Path(path)
+    text, data = _read(path)
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if isinstance(data, dict) and schema == RESULTS.schema:
+        return _results(path, data)
+    if schema == baseline.BASELINE.schema:
+        try:
+            document = baseline.parse(text, path)
+        except baseline.BaselineFileError as exc:
+            raise FileProblem(path, exc.problem) from None
+        return Loaded(path, "baseline", tuple(document.results()), document.machine)
+    raise _foreign(path, data)
