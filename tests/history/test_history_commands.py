@@ -3,6 +3,7 @@ answers (see ``known``); every problem exits 2 with one line naming the history 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
@@ -15,7 +16,7 @@ from pytest_cnnperf import formats
 from pytest_cnnperf.cli import main
 from pytest_cnnperf.history import comment, store
 from pytest_cnnperf.history.store import open_store
-from pytest_cnnperf.results import ResultsFile
+from pytest_cnnperf.results import BenchmarkResult, ResultsFile
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
@@ -190,6 +191,39 @@ def test_comment_is_the_run_with_its_trend_under_a_stable_marker(
         r"\| -\d+\.\d% at [0-9a-f]{7}\.\.[0-9a-f]{7} \(p = 0\.00\d\) \|$", rows["test_step"]
     )
     assert rows["test_flat"].endswith("| none |")
+
+
+def _odd(result: BenchmarkResult) -> BenchmarkResult:
+    """``result`` under a test id and a benchmark name= holding a pipe, a backtick and HTML."""
+    config = dataclasses.replace(result.config, label="x|y<b>z</b>")
+    test_id = "test_history.py::test_odd[a|b`c<script>alert(1)</script>]"
+    return dataclasses.replace(result, test_id=test_id, config=config, key=config.key())
+
+
+def test_comment_shows_names_holding_html_backticks_and_pipes_as_they_are(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    history = tmp_path / "history.db"
+    with open_store(history, create=True) as target:
+        for run_info, results in known.history(("flat",)):
+            target.append(run_info, [_odd(r) for r in results])
+    results_file = tmp_path / "results.json"
+    last = ResultsFile(
+        "2026-11-06T00:00:00Z",
+        known.environment().machine,
+        (_odd(known.result("flat", known.RUNS - 1)),),
+    )
+    results_file.write_text(json.dumps(formats.RESULTS.dump(last)))
+    status, out, _ = run(capsys, "comment", results_file, "--history", history)
+    assert status == 0
+    # the test id a code span (its pipe escaped in a table), name= text with HTML as entities
+    code = "``test_odd[a\\|b`c<script>alert(1)</script>]``"
+    name = "x\\|y&lt;b&gt;z&lt;/b&gt; bs=8 64x64"
+    lines = out.splitlines()
+    assert [line for line in lines if line.startswith(f"| 🆕 new | {code} | {name} | ")]
+    assert lines[-1].startswith(f"| {code} (train_step {name} opt=sgd) | {known.RUNS} | ")
+    assert "<b>" not in out
+    assert out.count("<script>") == 2  # only inside those two code spans
 
 
 def test_comment_without_a_history_is_the_run_alone(
