@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -145,6 +146,101 @@ def test_history_without_a_usable_target_says_how_to_give_one(
     assert (status, out) == (2, "")
     folder = "" if config and "none.db" in config else f"{tmp_path}/"
     assert err == message.format(folder=folder) + "\n"
+
+
+# ---- a history given where PATTERN, OUT_DIR or RESULTS goes ----
+
+
+@pytest.fixture
+def h_sqlite(history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the history as h.sqlite in a folder without a pytest configuration, the
+    current one."""
+    shutil.copy(history, tmp_path / "h.sqlite")
+    monkeypatch.chdir(tmp_path)
+    return Path("h.sqlite")
+
+
+def test_history_takes_a_history_file_given_as_its_pattern(
+    capsys: pytest.CaptureFixture[str], h_sqlite: Path
+) -> None:
+    status, out, err = run(capsys, "history", h_sqlite, "--rows", "1")
+    assert (status, err) == (0, "")
+    assert out.splitlines()[0] == "history h.sqlite: 40 runs, 3 series"
+
+
+def test_dashboard_takes_a_history_file_given_as_its_pattern(
+    capsys: pytest.CaptureFixture[str], h_sqlite: Path
+) -> None:
+    pytest.importorskip("matplotlib")
+    status, out, _ = run(capsys, "dashboard", "site", h_sqlite)
+    assert (status, out) == (0, "wrote site/index.html and 3 page(s) for 3 series\n")
+
+
+def test_history_takes_a_postgresql_url_given_as_its_pattern(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    status, _, err = run(capsys, "history", "postgresql://u:pw@127.0.0.1:9/perf")
+    assert status == 2  # no server there: what matters is that the URL was taken as the history
+    assert err.startswith("cnnperf history: history postgresql://u:***@127.0.0.1:9/perf: ")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["history", "h.sqlite", "--history", "other.db"],
+            "cnnperf history: h.sqlite is a history file: did you mean --history h.sqlite? "
+            "PATTERN selects the benchmarks to show, and --history already names other.db",
+        ),
+        (
+            ["dashboard", "h.sqlite"],
+            "cnnperf dashboard: h.sqlite is a history file: did you mean --history h.sqlite? "
+            "OUT_DIR is the folder the dashboard is written to, e.g. cnnperf dashboard site "
+            "--history h.sqlite",
+        ),
+        (
+            ["dashboard", "postgresql://u:pw@db.example/perf"],
+            "cnnperf dashboard: postgresql://u:***@db.example/perf is a history: did you mean "
+            "--history postgresql://u:***@db.example/perf? OUT_DIR is the folder the dashboard "
+            "is written to, e.g. cnnperf dashboard site --history postgresql://u:***@db.example/perf",
+        ),
+        (
+            ["comment", "h.sqlite"],
+            "cnnperf comment: h.sqlite is a history file: did you mean --history h.sqlite? "
+            "RESULTS is the results file of the run (pytest --cnnperf --cnnperf-json=PATH), e.g. "
+            "cnnperf comment results.json --history h.sqlite",
+        ),
+        (
+            ["history", "new.sqlite"],
+            "cnnperf history: no history given: use --history TARGET (a SQLite file or a "
+            "postgresql:// URL), or set cnnperf_history in the pytest configuration "
+            "([tool.pytest.ini_options] or pytest.ini); new.sqlite was taken as PATTERN (the "
+            "benchmarks to show): it is neither a history file of pytest-cnnperf nor a "
+            "postgresql:// URL",
+        ),
+    ],
+    ids=["history-twice", "dashboard-out-dir", "dashboard-url", "comment-results", "no-history"],
+)
+def test_a_history_where_another_argument_goes_is_named(
+    capsys: pytest.CaptureFixture[str], h_sqlite: Path, args: list[str], message: str
+) -> None:
+    status, out, err = run(capsys, *args)
+    assert (status, out) == (2, "")
+    assert err == message + "\n"
+    assert not Path("site").exists()
+
+
+def test_a_file_that_is_no_history_stays_a_pattern(
+    capsys: pytest.CaptureFixture[str], h_sqlite: Path
+) -> None:
+    """A test file's path is a pattern (test ids start with it), not a history."""
+    Path("test_history.py").write_text("def test_step():\n    pass\n")
+    status, out, _ = run(capsys, "history", "test_history.py", "--history", h_sqlite)
+    assert status == 0
+    assert out.splitlines()[0] == "history h.sqlite: 40 runs, 3 series"
+    status, out, _ = run(capsys, "history", "test_history.py::test_flat", "--history", h_sqlite)
+    assert status == 0
+    assert out.splitlines()[0] == "history h.sqlite: 40 runs, 1 series"
 
 
 def test_history_of_a_server_out_of_reach(capsys: pytest.CaptureFixture[str]) -> None:
