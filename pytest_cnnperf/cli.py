@@ -217,7 +217,8 @@ def _history_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
         metavar="PATTERN",
         nargs="?",
         help="Only benchmarks whose test id or "
-        "configuration contains it or matches it as a glob (e.g. resnet or '*amp=bf16*')",
+        "configuration contains it or matches it as a glob (e.g. resnet or '*amp=bf16*'). "
+        "A history file or a postgresql:// URL here is taken as --history",
     )
     history.add_argument("--history", metavar="TARGET", help=target_help)
     history.add_argument("--machine", metavar="NAME", help="Only runs on this kind of machine")
@@ -237,8 +238,15 @@ def _history_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "with its throughput and peak memory over the runs, change points and environment "
         "changes marked. Static files: open index.html, no server, works offline.",
     )
-    dashboard.add_argument("out_dir", metavar="OUT_DIR", type=Path, help="Folder to write")
-    dashboard.add_argument("pattern", metavar="PATTERN", nargs="?", help="Only these benchmarks")
+    # OUT_DIR and RESULTS stay text: a postgresql:// URL given there is recognised to say so
+    dashboard.add_argument("out_dir", metavar="OUT_DIR", help="Folder to write")
+    dashboard.add_argument(
+        "pattern",
+        metavar="PATTERN",
+        nargs="?",
+        help="Only these benchmarks. A history file or a postgresql:// URL here is taken as "
+        "--history",
+    )
     dashboard.add_argument("--history", metavar="TARGET", help=target_help)
     dashboard.add_argument("--machine", metavar="NAME", help="Only runs on this kind of machine")
     dashboard.add_argument("--window", metavar="N", type=_window, default=20, help=window_help)
@@ -250,9 +258,7 @@ def _history_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "history is configured, each benchmark's trend in it, as Markdown that starts with a "
         "hidden marker (<!-- cnnperf-comment -->) so a CI step can update its comment.",
     )
-    comment.add_argument(
-        "file", metavar="RESULTS", type=Path, help="Results file (--cnnperf-json) of the run"
-    )
+    comment.add_argument("file", metavar="RESULTS", help="Results file (--cnnperf-json) of the run")
     comment.add_argument("--history", metavar="TARGET", help=target_help)
     comment.add_argument("--window", metavar="N", type=_window, default=20, help=window_help)
     comment.add_argument(

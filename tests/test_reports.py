@@ -209,7 +209,9 @@ def test_markdown_starts_with_the_verdict_and_names_the_regressed() -> None:
         "threshold (throughput +0.0%, spread ±1%); re-run it or measure more with "
         "--cnnperf-effort=thorough"
     )
-    assert lines[5] == table.summary(GATED)
+    assert lines[5] == (  # table.summary's line, the test named as code
+        "5 benchmarks: 1 regressed (`test_train[vgg16]`), 1 inconclusive, 1 improved, 1 new, 1 ok"
+    )
 
 
 def test_markdown_table_then_environment() -> None:
@@ -247,6 +249,56 @@ def test_markdown_title(results: list[BenchmarkResult], title: str) -> None:
 def test_markdown_escapes_pipes_in_cells() -> None:
     odd = dataclasses.replace(GATED[0], test_id="tests/test_perf.py::test_a[x|y]")
     assert "`test_a[x\\|y]`" in markdown.render([odd])
+
+
+# a test id and a benchmark name= holding a pipe, a backtick and HTML
+ODD_TEST = "test_a[x|y`z<script>alert(1)</script>]"
+ODD_NAME = "x|y<b>z</b>"
+
+
+def test_markdown_shows_names_holding_html_backticks_and_pipes_as_they_are() -> None:
+    """Neither name splits a table cell, turns bold or leaves a live tag: the test id is a code
+    span fenced by more backticks than it holds (pipes escaped in the table), the name text with
+    HTML written as entities."""
+    odd = dataclasses.replace(
+        GATED[1],
+        test_id=f"tests/test_perf.py::{ODD_TEST}",
+        config=dataclasses.replace(GATED[1].config, label=ODD_NAME),
+        decision=dataclasses.replace(
+            GATED[1].decision, reasons=(Remark("saw <i>this</i> & *that*"),)
+        ),
+    )
+    lines = markdown.render([odd]).splitlines()
+    code = "``test_a[x|y`z<script>alert(1)</script>]``"
+    name = "x\\|y&lt;b&gt;z&lt;/b&gt; bs=8 64x64"
+    assert lines[2] == f"- ❌ {code} ({name}): throughput -20.0% (fails below -10%)"
+    assert lines[4] == f"1 benchmark: 1 regressed ({code})"
+    assert lines[8].startswith(
+        "| ❌ regressed | ``test_a[x\\|y`z<script>alert(1)</script>]`` "
+        f"| {name} | 20.0 images/s ±1% |"
+    )
+    assert f"- {code}: saw &lt;i&gt;this&lt;/i&gt; &amp; \\*that\\*" in lines
+
+
+@pytest.mark.parametrize(
+    ("value", "span"),
+    [
+        ("test_a[x]", "`test_a[x]`"),
+        ("a`b", "``a`b``"),
+        ("a``b`c", "```a``b`c```"),
+        ("`a", "`` `a ``"),  # CommonMark takes the padding spaces off again
+        ("a ", "` a  `"),
+        ("a\nb", "`a b`"),
+    ],
+)
+def test_markdown_code_spans_hold_any_backticks(value: str, span: str) -> None:
+    assert markdown.code(value) == span
+
+
+def test_markdown_text_escapes_what_github_would_read_as_markdown_or_html() -> None:
+    assert markdown.text("*a* _b_ snake_case [l](u) ~s~ `c` \\ x|y & <i>\nz") == (
+        "\\*a\\* \\_b\\_ snake_case \\[l\\](u) \\~s\\~ \\`c\\` \\\\ x\\|y &amp; &lt;i&gt; z"
+    )
 
 
 def test_markdown_is_appended_to_the_step_summary(tmp_path: Path) -> None:

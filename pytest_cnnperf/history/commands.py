@@ -2,7 +2,9 @@
 
 Each finds the history the way a pytest run would (``--history TARGET``, else the
 ``cnnperf_history`` ini setting of the pytest configuration found from the current folder up),
-reads it once, and renders what it found. Every problem is a :class:`CommandProblem` whose
+reads it once, and renders what it found; ``history`` and ``dashboard`` also take a PATTERN that
+can only be a history (an existing history file, a ``postgresql://`` URL) as one, as a new user
+types ``cnnperf history h.sqlite``. Every problem is a :class:`CommandProblem` whose
 message names the file or history; the ``cnnperf`` command prints it and exits with status 2.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import configparser
 import datetime
+import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,7 +20,7 @@ from typing import Any
 
 from .. import settings
 from .series import Analysis, analyse, build
-from .store import HistoryProblem, display, open_store
+from .store import APPLICATION_ID, HistoryProblem, display, open_store
 
 #: pytest's configuration files, in the order it looks for them in each folder, and the
 #: section that holds its settings (``None``: pyproject.toml's ``[tool.pytest.ini_options]``)
@@ -102,6 +105,81 @@ def resolve_target(given: str | None, folder: Path) -> Path | str:
     return target
 
 
+def _written_by_us(path: Path) -> bool:
+    """Whether ``path`` is an existing SQLite file that pytest-cnnperf marked as a history
+    (``PRAGMA application_id``, bytes 68-71 of the file's header), read without changing it."""
+    try:
+        with path.open("rb") as stream:
+            header = stream.read(100)
+    except OSError:
+        return False
+    if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+        return False
+    if int.from_bytes(header[68:72], "big") == APPLICATION_ID:
+        return True
+    wal = path.with_name(path.name + "-wal")
+    if not wal.is_file():
+        return False
+    # a history still open since it was made may hold its header in the write-ahead log alone;
+    # SQLite reads it there (with the log present, a read-only look leaves no file behind)
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=1.0)
+    except sqlite3.Error:
+        return False
+    try:
+        return int(conn.execute("PRAGMA application_id").fetchone()[0]) == APPLICATION_ID
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+
+
+def as_history(argument: str) -> Path | str | None:
+    """``argument`` as a history target where it can be nothing else: a ``postgresql://`` URL,
+    or an existing SQLite file that pytest-cnnperf wrote; ``None`` otherwise (a pattern, a folder,
+    a test file's path)."""
+    if "://" in argument:
+        try:
+            return settings.parse_history(argument)
+        except ValueError:
+            return None
+    path = Path(argument)
+    return path if _written_by_us(path) else None
+
+
+def did_you_mean(target: Path | str) -> str:
+    what = "a history file" if isinstance(target, Path) else "a history"
+    return f"{display(target)} is {what}: did you mean --history {display(target)}?"
+
+
+def resolve_pattern(
+    given: str | None, pattern: str | None, folder: Path
+) -> tuple[Path | str, str | None]:
+    """The history and the pattern of ``cnnperf history [PATTERN]`` and ``cnnperf dashboard
+    OUT_DIR [PATTERN]``. A PATTERN that can only be a history (:func:`as_history`) is taken as
+    the history, as a new user types ``cnnperf history h.sqlite``, unless --history names one."""
+    named = as_history(pattern) if pattern is not None else None
+    if given is not None:
+        target = resolve_target(given, folder)
+        if named is not None:
+            raise CommandProblem(
+                f"{did_you_mean(named)} PATTERN selects the benchmarks to show, and --history "
+                f"already names {display(target)}"
+            )
+        return target, pattern
+    if named is not None:
+        return named, None
+    configured = configured_target(folder)
+    if configured is None:
+        if pattern is None:
+            raise CommandProblem(NO_TARGET)
+        raise CommandProblem(
+            f"{NO_TARGET}; {pattern} was taken as PATTERN (the benchmarks to show): it is "
+            "neither a history file of pytest-cnnperf nor a postgresql:// URL"
+        )
+    return configured, pattern
+
+
 def require_ruptures() -> None:
     try:
         import ruptures  # noqa: F401
@@ -136,17 +214,24 @@ def history(
 ) -> list[str]:
     from .views import lines
 
-    target = resolve_target(given, Path.cwd())
+    target, pattern = resolve_pattern(given, pattern, Path.cwd())
     analyses, runs = read(target, pattern, machine, window)
     return lines(display(target), analyses, runs, rows)
 
 
 def dashboard(
-    folder: Path, given: str | None, pattern: str | None, machine: str | None, window: int
+    out_dir: Path | str, given: str | None, pattern: str | None, machine: str | None, window: int
 ) -> list[str]:
     from . import dashboard as site
 
-    target = resolve_target(given, Path.cwd())
+    named = as_history(str(out_dir))
+    if named is not None:
+        raise CommandProblem(
+            f"{did_you_mean(named)} OUT_DIR is the folder the dashboard is written to, e.g. "
+            f"cnnperf dashboard site --history {display(named)}"
+        )
+    folder = Path(out_dir)
+    target, pattern = resolve_pattern(given, pattern, Path.cwd())
     analyses, runs = read(target, pattern, machine, window)
     generated = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     try:
@@ -158,11 +243,18 @@ def dashboard(
     return [f"wrote {written[0]} and {len(written) - 1} page(s) for {len(analyses)} series"]
 
 
-def comment(results_path: Path, given: str | None, window: int, output: Path | None) -> list[str]:
+def comment(results: Path | str, given: str | None, window: int, output: Path | None) -> list[str]:
     """The comment's Markdown (printed, or written to ``output``)."""
     from ..reports.records import FileProblem, load
     from .comment import render
 
+    named = as_history(str(results))
+    if named is not None:
+        raise CommandProblem(
+            f"{did_you_mean(named)} RESULTS is the results file of the run (pytest --cnnperf "
+            f"--cnnperf-json=PATH), e.g. cnnperf comment results.json --history {display(named)}"
+        )
+    results_path = Path(results)
     try:
         loaded = load(results_path)
     except FileProblem as exc:

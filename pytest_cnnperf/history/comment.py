@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from .. import units
 from ..reports import markdown
+from ..reports.table import short_test
 from ..results import BenchmarkResult
 from .series import Analysis
 
@@ -30,7 +31,8 @@ def _trend_rows(results: Sequence[BenchmarkResult], analyses: Sequence[Analysis]
         if analysis is None:
             continue
         series, creep = analysis.series, analysis.creep
-        name = f"`{result.test_id.split('::', 1)[-1]}` ({result.key})"
+        # a table cell: the test's name as code, the key as text (both may hold anything)
+        name = f"{markdown.code_cell(short_test(result.test_id))} ({markdown.text(result.key)})"
         if creep:
             from_best = f"{units.change(-creep.loss)} (best {units.rate(creep.best, series.unit)})"
             trend = f"{units.change(creep.slope)}/run" + (" ⚠️ creeping" if creep.creeping else "")
@@ -38,7 +40,8 @@ def _trend_rows(results: Sequence[BenchmarkResult], analyses: Sequence[Analysis]
             from_best, trend = "-", "-"
         points = analysis.change_points
         last = (
-            f"{units.change(points[-1].change)} at {analysis.commit_range(points[-1].index)} "
+            f"{units.change(points[-1].change)} at "
+            f"{markdown.text(analysis.commit_range(points[-1].index))} "
             f"(p = {points[-1].p_value:.2g})"
             if points
             else "none"
@@ -60,7 +63,7 @@ def render(
     parts = [MARKER, markdown.render(results).rstrip()]
     if analyses is not None:
         rows = _trend_rows(results, analyses)
-        parts += ["", f"#### Trend in the history ({history})", ""]
+        parts += ["", f"#### Trend in the history ({markdown.text(history or '')})", ""]
         if rows:
             parts += [
                 f"| benchmark | runs | latest | from the best of the last {window} | trend "

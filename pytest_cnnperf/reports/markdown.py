@@ -8,6 +8,7 @@ its notes, and the environment the numbers belong to.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -28,12 +29,55 @@ ICON = {
 }
 
 
-def _escape(cell: str) -> str:
-    return cell.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+# What GitHub would read as Markdown in text: escapes, code, emphasis (an underscore inside a
+# word is not), links, strikethrough and table cells; a backslash before each makes it literal.
+_MARKDOWN = re.compile(r"[\\`*\[\]~|]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+# and what it would read as HTML (a tag, an entity), written as entities instead
+_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 
 
-def _code(name: str) -> str:
-    return f"`{name}`" if "`" not in name else name
+def _one_line(value: str) -> str:
+    return " ".join(value.splitlines())
+
+
+def text(value: str) -> str:
+    """``value`` shown as it is, on one line, in Markdown and in a table cell: ``x|y<b>z</b>``
+    neither splits the cell nor turns bold, and ``<script>`` stays text."""
+    escaped = _MARKDOWN.sub(lambda m: "\\" + m.group(), _one_line(value))
+    return re.sub("[&<>]", lambda m: _HTML[m.group()], escaped)
+
+
+def code(value: str) -> str:
+    """``value`` as a code span, where HTML and Markdown are shown as they are: fenced by one
+    backtick more than its longest run of them, and padded with a space at either end where it
+    starts or ends with a backtick or a space (CommonMark takes one such space off each end)."""
+    value = _one_line(value)
+    if not value.strip():
+        return text(value)
+    fence = "`" * (max(map(len, re.findall("`+", value)), default=0) + 1)
+    pad = " " if value[0] in "` " or value[-1] in "` " else ""
+    return f"{fence}{pad}{value}{pad}{fence}"
+
+
+def code_cell(value: str) -> str:
+    """``value`` as a code span in a table cell: its pipes escaped, which GitHub reads as pipes
+    inside a cell's code span too."""
+    return code(value).replace("|", "\\|")
+
+
+def _summary(results: Sequence[BenchmarkResult]) -> str:
+    """:func:`table.summary` with the failed tests' names as code."""
+    parts = []
+    for verdict, count in table.counts(results):
+        part = f"{count} {verdict}"
+        if verdict in (Verdict.REGRESSED, Verdict.ERROR):
+            named = [
+                code(table.short_test(r.test_id)) for r in results if r.decision.verdict is verdict
+            ]
+            part += f" ({', '.join(named)})"
+        parts.append(part)
+    total = len(results)
+    return f"{total} benchmark{'' if total == 1 else 's'}: " + ", ".join(parts)
 
 
 def title(results: Sequence[BenchmarkResult]) -> str:
@@ -75,7 +119,7 @@ def _attention(results: Sequence[BenchmarkResult]) -> list[str]:
     lines = []
     for result in results:
         d = result.decision
-        name = f"{_code(table.short_test(result.test_id))} ({table.short_key(result.config)})"
+        name = f"{code(table.short_test(result.test_id))} ({text(table.short_key(result.config))})"
         compiled = [explain.reason_text(r) for r in d.reasons if explain.fails_compile(r)]
         if d.verdict is Verdict.REGRESSED or compiled:
             what = [
@@ -87,9 +131,9 @@ def _attention(results: Sequence[BenchmarkResult]) -> list[str]:
             if creep:
                 compiled.append(explain.reason_text(creep))
             said = "; ".join(what + compiled) or "; ".join(explain.notes(d)) or "regressed"
-            lines.append(f"- {ICON[Verdict.REGRESSED]} {name}: {_escape(said)}")
+            lines.append(f"- {ICON[Verdict.REGRESSED]} {name}: {text(said)}")
         elif d.verdict is Verdict.ERROR:
-            lines.append(f"- {ICON[d.verdict]} {name}: {_escape(result.error or 'error')}")
+            lines.append(f"- {ICON[d.verdict]} {name}: {text(result.error or 'error')}")
         elif d.verdict is Verdict.INCONCLUSIVE and d.throughput and result.measurement:
             spread = result.measurement.step.relative_iqr / 2
             lines.append(
@@ -107,7 +151,7 @@ def render(results: Sequence[BenchmarkResult], verbose: bool = False) -> str:
     failures = _attention(results)
     if failures:
         lines += [*failures, ""]
-    lines += [table.summary(results), ""]
+    lines += [_summary(results), ""]
     rows = [table.row(r) for r in results]
     columns = table.visible(rows, [*table.COLUMNS, *(table.DETAIL_COLUMNS if verbose else ())])
     lines.append("| " + " | ".join(c.header for c in columns) + " |")
@@ -117,28 +161,29 @@ def render(results: Sequence[BenchmarkResult], verbose: bool = False) -> str:
         for c in columns:
             value = getattr(r, c.field)
             if c.field == "verdict":
-                value = f"{ICON.get(result.decision.verdict, '')} {value}"
+                cells.append(f"{ICON.get(result.decision.verdict, '')} {text(value)}")
             elif c.field == "test":
-                value = _code(value)
-            cells.append(_escape(value))
+                cells.append(code_cell(value))
+            else:
+                cells.append(text(value))
         lines.append("| " + " | ".join(cells) + " |")
-    notes = [f"- {_code(r.test)}: {_escape(note)}" for r in rows for note in r.notes]
+    notes = [f"- {code(r.test)}: {text(note)}" for r in rows for note in r.notes]
     if any(r.decision.throughput for r in results):
         lines += ["", f"_{table.CHANGE_LEGEND}_"]
     legend = table.efficiency_legend(results)
     if legend:
-        lines += ["", *[f"_{_escape(line)}_" for line in legend]]
+        lines += ["", *[f"_{text(line)}_" for line in legend]]
     if notes:
         lines += ["", "Notes:", "", *notes]
     missing = explain.missing_baselines(results)
     if missing:
-        lines += ["", *[_escape(line.strip()) for line in missing]]
+        lines += ["", *[text(line.strip()) for line in missing]]
     lines.append("")
     for env in table.environments(results):
-        lines.append(f"**Environment** ({_code(env.machine)}): {_escape(env.describe())}")
+        lines.append(f"**Environment** ({code(env.machine)}): {text(env.describe())}")
         lines.append("")
     for line in table.compilers(results):
-        lines += [f"**Compiler**: {_escape(line.removeprefix('compiler: '))}", ""]
+        lines += [f"**Compiler**: {text(line.removeprefix('compiler: '))}", ""]
     return "\n".join(lines)
 
 

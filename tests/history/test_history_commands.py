@@ -3,8 +3,10 @@ answers (see ``known``); every problem exits 2 with one line naming the history 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -15,7 +17,7 @@ from pytest_cnnperf import formats
 from pytest_cnnperf.cli import main
 from pytest_cnnperf.history import comment, store
 from pytest_cnnperf.history.store import open_store
-from pytest_cnnperf.results import ResultsFile
+from pytest_cnnperf.results import BenchmarkResult, ResultsFile
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
@@ -146,6 +148,101 @@ def test_history_without_a_usable_target_says_how_to_give_one(
     assert err == message.format(folder=folder) + "\n"
 
 
+# ---- a history given where PATTERN, OUT_DIR or RESULTS goes ----
+
+
+@pytest.fixture
+def h_sqlite(history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the history as h.sqlite in a folder without a pytest configuration, the
+    current one."""
+    shutil.copy(history, tmp_path / "h.sqlite")
+    monkeypatch.chdir(tmp_path)
+    return Path("h.sqlite")
+
+
+def test_history_takes_a_history_file_given_as_its_pattern(
+    capsys: pytest.CaptureFixture[str], h_sqlite: Path
+) -> None:
+    status, out, err = run(capsys, "history", h_sqlite, "--rows", "1")
+    assert (status, err) == (0, "")
+    assert out.splitlines()[0] == "history h.sqlite: 40 runs, 3 series"
+
+
+def test_dashboard_takes_a_history_file_given_as_its_pattern(
+    capsys: pytest.CaptureFixture[str], h_sqlite: Path
+) -> None:
+    pytest.importorskip("matplotlib")
+    status, out, _ = run(capsys, "dashboard", "site", h_sqlite)
+    assert (status, out) == (0, "wrote site/index.html and 3 page(s) for 3 series\n")
+
+
+def test_history_takes_a_postgresql_url_given_as_its_pattern(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    status, _, err = run(capsys, "history", "postgresql://u:pw@127.0.0.1:9/perf")
+    assert status == 2  # no server there: what matters is that the URL was taken as the history
+    assert err.startswith("cnnperf history: history postgresql://u:***@127.0.0.1:9/perf: ")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["history", "h.sqlite", "--history", "other.db"],
+            "cnnperf history: h.sqlite is a history file: did you mean --history h.sqlite? "
+            "PATTERN selects the benchmarks to show, and --history already names other.db",
+        ),
+        (
+            ["dashboard", "h.sqlite"],
+            "cnnperf dashboard: h.sqlite is a history file: did you mean --history h.sqlite? "
+            "OUT_DIR is the folder the dashboard is written to, e.g. cnnperf dashboard site "
+            "--history h.sqlite",
+        ),
+        (
+            ["dashboard", "postgresql://u:pw@db.example/perf"],
+            "cnnperf dashboard: postgresql://u:***@db.example/perf is a history: did you mean "
+            "--history postgresql://u:***@db.example/perf? OUT_DIR is the folder the dashboard "
+            "is written to, e.g. cnnperf dashboard site --history postgresql://u:***@db.example/perf",
+        ),
+        (
+            ["comment", "h.sqlite"],
+            "cnnperf comment: h.sqlite is a history file: did you mean --history h.sqlite? "
+            "RESULTS is the results file of the run (pytest --cnnperf --cnnperf-json=PATH), e.g. "
+            "cnnperf comment results.json --history h.sqlite",
+        ),
+        (
+            ["history", "new.sqlite"],
+            "cnnperf history: no history given: use --history TARGET (a SQLite file or a "
+            "postgresql:// URL), or set cnnperf_history in the pytest configuration "
+            "([tool.pytest.ini_options] or pytest.ini); new.sqlite was taken as PATTERN (the "
+            "benchmarks to show): it is neither a history file of pytest-cnnperf nor a "
+            "postgresql:// URL",
+        ),
+    ],
+    ids=["history-twice", "dashboard-out-dir", "dashboard-url", "comment-results", "no-history"],
+)
+def test_a_history_where_another_argument_goes_is_named(
+    capsys: pytest.CaptureFixture[str], h_sqlite: Path, args: list[str], message: str
+) -> None:
+    status, out, err = run(capsys, *args)
+    assert (status, out) == (2, "")
+    assert err == message + "\n"
+    assert not Path("site").exists()
+
+
+def test_a_file_that_is_no_history_stays_a_pattern(
+    capsys: pytest.CaptureFixture[str], h_sqlite: Path
+) -> None:
+    """A test file's path is a pattern (test ids start with it), not a history."""
+    Path("test_history.py").write_text("def test_step():\n    pass\n")
+    status, out, _ = run(capsys, "history", "test_history.py", "--history", h_sqlite)
+    assert status == 0
+    assert out.splitlines()[0] == "history h.sqlite: 40 runs, 3 series"
+    status, out, _ = run(capsys, "history", "test_history.py::test_flat", "--history", h_sqlite)
+    assert status == 0
+    assert out.splitlines()[0] == "history h.sqlite: 40 runs, 1 series"
+
+
 def test_history_of_a_server_out_of_reach(capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("psycopg")
     status, _, err = run(capsys, "history", "--history", "postgresql://u:pw@127.0.0.1:9/perf")
@@ -190,6 +287,39 @@ def test_comment_is_the_run_with_its_trend_under_a_stable_marker(
         r"\| -\d+\.\d% at [0-9a-f]{7}\.\.[0-9a-f]{7} \(p = 0\.00\d\) \|$", rows["test_step"]
     )
     assert rows["test_flat"].endswith("| none |")
+
+
+def _odd(result: BenchmarkResult) -> BenchmarkResult:
+    """``result`` under a test id and a benchmark name= holding a pipe, a backtick and HTML."""
+    config = dataclasses.replace(result.config, label="x|y<b>z</b>")
+    test_id = "test_history.py::test_odd[a|b`c<script>alert(1)</script>]"
+    return dataclasses.replace(result, test_id=test_id, config=config, key=config.key())
+
+
+def test_comment_shows_names_holding_html_backticks_and_pipes_as_they_are(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    history = tmp_path / "history.db"
+    with open_store(history, create=True) as target:
+        for run_info, results in known.history(("flat",)):
+            target.append(run_info, [_odd(r) for r in results])
+    results_file = tmp_path / "results.json"
+    last = ResultsFile(
+        "2026-11-06T00:00:00Z",
+        known.environment().machine,
+        (_odd(known.result("flat", known.RUNS - 1)),),
+    )
+    results_file.write_text(json.dumps(formats.RESULTS.dump(last)))
+    status, out, _ = run(capsys, "comment", results_file, "--history", history)
+    assert status == 0
+    # the test id a code span (its pipe escaped in a table), name= text with HTML as entities
+    code = "``test_odd[a\\|b`c<script>alert(1)</script>]``"
+    name = "x\\|y&lt;b&gt;z&lt;/b&gt; bs=8 64x64"
+    lines = out.splitlines()
+    assert [line for line in lines if line.startswith(f"| 🆕 new | {code} | {name} | ")]
+    assert lines[-1].startswith(f"| {code} (train_step {name} opt=sgd) | {known.RUNS} | ")
+    assert "<b>" not in out
+    assert out.count("<script>") == 2  # only inside those two code spans
 
 
 def test_comment_without_a_history_is_the_run_alone(
