@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from . import settings, units
-from .reports.records import FileProblem, Loaded, Record, baselines_of, load, match
-from .results import Verdict
+from . import settings
+from .model import Result, Verdict, units
+from .store.results_file import FileProblem, Loaded, load
 
 EXIT_OK, EXIT_REGRESSED, EXIT_USAGE = 0, 1, 2
 #: ``doctor`` found a warning
@@ -311,12 +311,12 @@ def _run(args: argparse.Namespace) -> tuple[list[str], int]:
     return _models(), EXIT_OK
 
 
-def _load(path: Path, need_records: bool = True) -> Loaded:
+def _load(path: Path, need_measured: bool = True) -> Loaded:
     try:
         loaded = load(path)
     except FileProblem as exc:
         raise Problem(str(exc)) from None
-    if need_records and not loaded.records:
+    if need_measured and not loaded.measured:
         raise Problem(f"{path}: it holds no measured benchmark")
     return loaded
 
@@ -334,12 +334,12 @@ def _compare(
             )
         threshold = fail
     old, new = _load(old_path), _load(new_path)
-    settings = compare.settings_for(new.records, threshold)
-    pairs, matching = compare.compare(old.records, new.records, settings)
+    settings = compare.settings_for(new.measured, threshold)
+    pairs, matching = compare.compare(old.measured, new.measured, settings)
     if not pairs:
         raise Problem(
             f"{old_path} and {new_path} share no benchmark (matched by test and configuration): "
-            f"OLD has {_examples(old.records)}, NEW has {_examples(new.records)}; compare runs "
+            f"OLD has {_examples(old.measured)}, NEW has {_examples(new.measured)}; compare runs "
             "of the same tests"
         )
     lines = compare.lines(old, new, pairs, matching, settings)
@@ -347,8 +347,8 @@ def _compare(
     return lines, EXIT_REGRESSED if fail is not False and regressed else EXIT_OK
 
 
-def _examples(records: Sequence[Record]) -> str:
-    named = [f"{r.test} [{r.key}]" for r in records]
+def _examples(results: Sequence[Result]) -> str:
+    named = [f"{r.test} [{r.key}]" for r in results]
     more = f" and {len(named) - 2} more" if len(named) > 2 else ""
     return ", ".join(named[:2]) + more
 
@@ -356,7 +356,7 @@ def _examples(records: Sequence[Record]) -> str:
 def _show(path: Path, as_markdown: bool = False) -> list[str]:
     from .reports import baseline_view, markdown, terminal
 
-    loaded = _load(path, need_records=False)
+    loaded = _load(path, need_measured=False)
     if loaded.kind == "results":
         if not loaded.results:
             raise Problem(f"{path}: it holds no benchmark results")
@@ -364,13 +364,13 @@ def _show(path: Path, as_markdown: bool = False) -> list[str]:
             return markdown.render(loaded.results).splitlines()
         head = f"{path}: results of {loaded.machine or 'an unknown machine'}, {loaded.created}"
         return [head, "", *terminal.lines(loaded.results, verbose=True)]
-    if not loaded.records:
+    if not loaded.measured:
         raise Problem(f"{path}: it holds no baseline entries")
     if as_markdown:
         raise Problem(
             f"{path}: it is a baseline file; --markdown shows a results file (--cnnperf-json)"
         )
-    return [f"{path}: baselines of {loaded.machine}", "", *baseline_view.lines(loaded.records)]
+    return [f"{path}: baselines of {loaded.machine}", "", *baseline_view.lines(loaded.measured)]
 
 
 def _modes(path: Path, reference: str | None) -> list[str]:
@@ -378,7 +378,7 @@ def _modes(path: Path, reference: str | None) -> list[str]:
 
     loaded = _load(path)
     try:
-        table = modes.build(loaded.records, reference)
+        table = modes.build(loaded.measured, reference)
     except modes.BadReference as exc:
         raise Problem(f"{path}: {exc}") from None
     if table is None:
@@ -395,15 +395,17 @@ def _epoch(path: Path, images: int) -> list[str]:
     from .reports import epoch
 
     dataset = "ImageNet-1k's training set" if images == epoch.IMAGENET_1K else None
-    return epoch.lines(_load(path).records, images, dataset)
+    return epoch.lines(_load(path).measured, images, dataset)
 
 
-def _plot_baselines(loaded: Loaded, against: Path | None) -> dict[tuple[str, str], Record]:
-    """The baseline record of each benchmark: from ``against``, else from the baseline files
-    the run was gated against (their paths as recorded, from here or the results file's folder)."""
+def _plot_baselines(loaded: Loaded, against: Path | None) -> dict[tuple[str, str], Result]:
+    """The baseline of each benchmark: from ``against``, else from the baseline files the run
+    was gated against (their paths as recorded, from here or the results file's folder)."""
+    from .reports.compare import baselines_of, match
+
     if against is None:
         return baselines_of(loaded.results, (Path(), loaded.path.parent))
-    pairs = match(_load(against).records, loaded.records).pairs
+    pairs = match(_load(against).measured, loaded.measured).pairs
     return {(new.test_id, new.key): old for old, new in pairs}
 
 

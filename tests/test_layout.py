@@ -1,5 +1,7 @@
-"""The package's shape: no import cycle, the measuring package apart from the gate and the
-reports, and a plugin that loads without torch (see also test_fixtures)."""
+"""The package's shape: no import cycle (deferred and typing-only imports counted), a few modules
+at the top, a data model that imports nothing but the standard library, the measuring package
+apart from the gate and the reports, and a plugin that loads without torch (see also
+test_fixtures)."""
 
 from __future__ import annotations
 
@@ -17,19 +19,13 @@ def module_name(path: Path) -> str:
 
 
 def imports(path: Path) -> set[str]:
-    """The package's modules that ``path`` imports anywhere (deferred imports included, those
-    under ``TYPE_CHECKING`` left out)."""
+    """The package's modules that ``path`` imports anywhere: at the top, inside functions and
+    under ``TYPE_CHECKING`` alike."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     tree = ast.parse(path.read_text())
-    typing_only: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            typing_only.update(id(child) for child in ast.walk(node))
     found: set[str] = set()
     for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("pytest_cnnperf"))
         elif isinstance(node, ast.ImportFrom):
@@ -70,26 +66,45 @@ def test_no_import_cycle() -> None:
         visit(module)
 
 
+def test_at_most_ten_modules_at_the_top_of_the_package() -> None:
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= 10, top
+
+
+def test_the_data_model_imports_only_itself_and_the_standard_library() -> None:
+    allowed = {"__future__", "dataclasses", "enum", "functools", "math", "pathlib", "statistics"}
+    allowed |= {"collections", "typing"}
+    for path in (PACKAGE / "model").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            assert {n.split(".")[0] for n in names} <= allowed, (path.name, names)
+
+
 def test_the_measuring_package_imports_only_itself_and_plain_data() -> None:
     plain = {
-        "pytest_cnnperf.results",
-        "pytest_cnnperf.policy",
+        "pytest_cnnperf.gate.policy",
         "pytest_cnnperf.settings",
         "pytest_cnnperf.benchmark",
-        "pytest_cnnperf.peaks",
     }
     for module, imported in GRAPH.items():
         if module.startswith("pytest_cnnperf.measuring"):
             outside = {
                 m
                 for m in imported
-                if not m.startswith("pytest_cnnperf.measuring") and m not in plain
+                if not m.startswith(("pytest_cnnperf.measuring", "pytest_cnnperf.model"))
+                and m not in plain
             }
             assert outside == set(), module
 
 
-def test_the_plugin_module_imports_only_the_settings_when_it_loads() -> None:
+def test_the_plugin_module_imports_only_the_settings_tables_when_it_loads() -> None:
     tree = ast.parse((PACKAGE / "plugin.py").read_text())
     top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     ours = [ast.unparse(n) for n in top if isinstance(n, ast.ImportFrom) and n.level]
-    assert ours == ["from . import settings", "from .stash import SAMPLING, SESSION"]
+    assert ours == ["from . import settings, zoo", "from .stash import SAMPLING, SESSION"]

@@ -245,7 +245,7 @@ def dashboard(
 
 def comment(results: Path | str, given: str | None, window: int, output: Path | None) -> list[str]:
     """The comment's Markdown (printed, or written to ``output``)."""
-    from ..reports.records import FileProblem, load
+    from ..store.results_file import FileProblem, load
     from .comment import render
 
     named = as_history(str(results))

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .. import units
+from ..model import Result, units
 from ..reports import markdown
 from ..reports.table import short_test
-from ..results import BenchmarkResult
 from .series import Analysis
 
 MARKER = "<!-- cnnperf-comment -->"
@@ -22,7 +21,7 @@ MARKER = "<!-- cnnperf-comment -->"
 LIMIT = 65536
 
 
-def _trend_rows(results: Sequence[BenchmarkResult], analyses: Sequence[Analysis]) -> list[str]:
+def _trend_rows(results: Sequence[Result], analyses: Sequence[Analysis]) -> list[str]:
     by_benchmark = {(a.series.test_id, a.series.key, a.series.machine): a for a in analyses}
     rows = []
     for result in results:
@@ -54,7 +53,7 @@ def _trend_rows(results: Sequence[BenchmarkResult], analyses: Sequence[Analysis]
 
 
 def render(
-    results: Sequence[BenchmarkResult],
+    results: Sequence[Result],
     analyses: Sequence[Analysis] | None = None,
     history: str | None = None,
     window: int = 20,

@@ -12,9 +12,9 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .. import explain, units
-from ..results import BenchmarkResult, Comparison, Verdict
-from . import table
+from ..model import Comparison, Result, Verdict, units
+from ..model.decision import failure_of
+from . import explain, table
 
 SUMMARY_VARIABLE = "GITHUB_STEP_SUMMARY"
 
@@ -65,22 +65,20 @@ def code_cell(value: str) -> str:
     return code(value).replace("|", "\\|")
 
 
-def _summary(results: Sequence[BenchmarkResult]) -> str:
+def _summary(results: Sequence[Result]) -> str:
     """:func:`table.summary` with the failed tests' names as code."""
     parts = []
     for verdict, count in table.counts(results):
         part = f"{count} {verdict}"
         if verdict in (Verdict.REGRESSED, Verdict.ERROR):
-            named = [
-                code(table.short_test(r.test_id)) for r in results if r.decision.verdict is verdict
-            ]
+            named = [code(table.short_test(r.test_id)) for r in results if r.verdict is verdict]
             part += f" ({', '.join(named)})"
         parts.append(part)
     total = len(results)
     return f"{total} benchmark{'' if total == 1 else 's'}: " + ", ".join(parts)
 
 
-def title(results: Sequence[BenchmarkResult]) -> str:
+def title(results: Sequence[Result]) -> str:
     """The verdict in one heading."""
     n = len(results)
     count = {v: c for v, c in table.counts(results)}
@@ -89,7 +87,7 @@ def title(results: Sequence[BenchmarkResult]) -> str:
         return f"{ICON[Verdict.REGRESSED]} cnnperf: {count[Verdict.REGRESSED]} {of} regressed"
     if count.get(Verdict.ERROR):
         return f"{ICON[Verdict.ERROR]} cnnperf: {count[Verdict.ERROR]} {of} failed to run"
-    recompiling = sum(any(explain.fails_compile(r) for r in x.decision.reasons) for x in results)
+    recompiling = sum(any(failure_of(r) for r in x.decision.reasons) for x in results if x.decision)
     if recompiling:  # without a baseline (a new benchmark that recompiles while timed)
         return f"{ICON[Verdict.REGRESSED]} cnnperf: {recompiling} {of} failed (recompiles)"
     if count.get(Verdict.SAVED) == n:
@@ -115,21 +113,22 @@ def _metric(comparison: Comparison, unit: str) -> str:
     )
 
 
-def _attention(results: Sequence[BenchmarkResult]) -> list[str]:
+def _attention(results: Sequence[Result]) -> list[str]:
     lines = []
     for result in results:
         d = result.decision
+        if d is None:
+            continue
         name = f"{code(table.short_test(result.test_id))} ({text(table.short_key(result.config))})"
-        compiled = [explain.reason_text(r) for r in d.reasons if explain.fails_compile(r)]
+        compiled = [str(r) for r in d.reasons if failure_of(r)]
         if d.verdict is Verdict.REGRESSED or compiled:
             what = [
                 _metric(c, result.config.unit)
                 for c in (d.throughput, d.memory)
                 if c and c.verdict is Verdict.REGRESSED
             ]
-            creep = explain.creep_of(d)
-            if creep:
-                compiled.append(explain.reason_text(creep))
+            if d.creep:
+                compiled.append(str(d.creep))
             said = "; ".join(what + compiled) or "; ".join(explain.notes(d)) or "regressed"
             lines.append(f"- {ICON[Verdict.REGRESSED]} {name}: {text(said)}")
         elif d.verdict is Verdict.ERROR:
@@ -145,7 +144,7 @@ def _attention(results: Sequence[BenchmarkResult]) -> list[str]:
     return lines
 
 
-def render(results: Sequence[BenchmarkResult], verbose: bool = False) -> str:
+def render(results: Sequence[Result], verbose: bool = False) -> str:
     """The whole summary as Markdown (GitHub-flavoured tables)."""
     lines = [f"### {title(results)}", ""]
     failures = _attention(results)
@@ -161,14 +160,15 @@ def render(results: Sequence[BenchmarkResult], verbose: bool = False) -> str:
         for c in columns:
             value = getattr(r, c.field)
             if c.field == "verdict":
-                cells.append(f"{ICON.get(result.decision.verdict, '')} {text(value)}")
+                icon = ICON.get(result.verdict, "") if result.verdict else ""
+                cells.append(f"{icon} {text(value)}")
             elif c.field == "test":
                 cells.append(code_cell(value))
             else:
                 cells.append(text(value))
         lines.append("| " + " | ".join(cells) + " |")
     notes = [f"- {code(r.test)}: {text(note)}" for r in rows for note in r.notes]
-    if any(r.decision.throughput for r in results):
+    if any(r.decision and r.decision.throughput for r in results):
         lines += ["", f"_{table.CHANGE_LEGEND}_"]
     legend = table.efficiency_legend(results)
     if legend:
@@ -187,7 +187,7 @@ def render(results: Sequence[BenchmarkResult], verbose: bool = False) -> str:
     return "\n".join(lines)
 
 
-def write(path: Path, results: Sequence[BenchmarkResult]) -> None:
+def write(path: Path, results: Sequence[Result]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render(results), encoding="utf-8")
 
@@ -198,7 +198,7 @@ def step_summary(environ: Mapping[str, str] | None = None) -> Path | None:
     return Path(value) if value else None
 
 
-def append(path: Path, results: Sequence[BenchmarkResult]) -> None:
+def append(path: Path, results: Sequence[Result]) -> None:
     """Add the summary to a file that other steps also write to."""
     with path.open("a", encoding="utf-8") as stream:
         stream.write(render(results) + "\n")
