@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_cnnperf.results import Environment, Flags, MemoryPeak, Sample
+from pytest_cnnperf.model import (
+    BenchConfig,
+    Environment,
+    Flags,
+    Measurement,
+    MemoryPeak,
+    Result,
+    Sample,
+)
 
 #: the environment of a 2-thread CPU test machine
 ENV = Environment(
@@ -38,4 +46,39 @@ def sample(step: float, memory: int = 100 << 20, **fields: Any) -> Sample:
         calibration_s=None,
         memory=MemoryPeak(memory, memory * 2, "test"),
         **fields,
+    )
+
+
+#: a training step of a made-up model, the configuration most unit tests measure
+CONFIG = BenchConfig(kind="train_step", model="m", batch_size=8, image_size=(64, 64))
+
+
+def result(
+    steps: list[float] | tuple[float, ...],
+    *,
+    calibration: float | None = 1e-3,
+    memory: int | None = 100 << 20,
+    config: BenchConfig = CONFIG,
+    test_id: str = "tests/test_m.py::test_m",
+    **fields: Any,
+) -> Result:
+    """A result without a decision (as a baseline entry, or a measurement about to be gated):
+    one sample per step time, each with ``calibration`` and a peak of ``memory`` bytes;
+    ``fields`` sets more fields of every sample."""
+    samples = tuple(
+        Sample(
+            step_time_s=t,
+            step_times_s=(t,) * 3,
+            calibration_s=calibration,
+            memory=MemoryPeak(memory, memory, "test") if memory is not None else None,
+            **fields,
+        )
+        for t in steps
+    )
+    return Result(
+        config=config,
+        test_id=test_id,
+        recorded="2026-11-30T00:00:00Z",
+        environment=ENV,
+        measurement=Measurement(config.batch_size, samples, config.unit),
     )
