@@ -10,6 +10,39 @@ import torch
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
+# What these tests expect of keys and messages: on CUDA the cnnperf fixture passes the cuDNN mode
+# in force, "on" at torch's defaults. tests/test_gpu_check.py checks them against the code on
+# the CPU, so that a GPU run is not the first to find one wrong.
+GRAPHED_KEY = "train_step Sequential bs=32 32x32 amp=bf16 opt=adam cudnn=on cuda_graphs"
+GRAPHED_INFERENCE_KEY = "inference Sequential bs=32 32x32 cudnn=on cuda_graphs"
+OUT_OF_MEMORY = (
+    "*cnnperf: measuring train_step Sequential bs=* 512x512 opt=sgd cudnn=on on cuda:0 failed: "
+    "*OutOfMemoryError*"
+)
+#: the forward FLOPs of flops_model() at batch 16, 32 px: its convolution and its linear layer
+FLOPS_FORWARD = 2 * 16 * 32 * 3 * 9 * 32 * 32 + 2 * 16 * 32 * 10
+
+
+def missing_index(count: int) -> str:
+    return f"ERROR: --cnnperf-device=cuda:{count} asks for CUDA device {count}, but only *"
+
+
+def too_many_workers(gpus: int) -> str:
+    return f"*-n {gpus + 1} starts {gpus + 1} workers, but only {gpus} CUDA device*use -n {gpus}*"
+
+
+def flops_model() -> torch.nn.Module:
+    from torch import nn
+
+    return nn.Sequential(
+        nn.Conv2d(3, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(32, 10),
+    )
+
+
 INI = """
 [pytest]
 cnnperf_samples = 2
@@ -55,9 +88,7 @@ def test_a_missing_cuda_index_is_a_usage_error(gpu_project: pytest.Pytester) -> 
     count = torch.cuda.device_count()
     result = gpu_project.runpytest_subprocess("--cnnperf", f"--cnnperf-device=cuda:{count}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(
-        [f"ERROR: --cnnperf-device=cuda:{count} asks for CUDA device {count}, but only *"]
-    )
+    result.stderr.fnmatch_lines([missing_index(count)])
 
 
 def test_cudnn_modes_parametrize_set_and_restore_the_flags(gpu_project: pytest.Pytester) -> None:
@@ -175,11 +206,7 @@ def test_out_of_memory_fails_its_own_test_and_frees_the_device(
     for mode in ([], ["--cnnperf-inprocess"]):
         result = gpu_project.runpytest_subprocess("--cnnperf", "-p", "no:randomly", *mode)
         result.assert_outcomes(passed=1, failed=1)
-        result.stdout.fnmatch_lines(
-            [
-                "*cnnperf: measuring train_step Sequential bs=* 512x512 opt=sgd cudnn=on on cuda:0 failed: *OutOfMemoryError*"
-            ]
-        )
+        result.stdout.fnmatch_lines([OUT_OF_MEMORY])
 
 
 def test_inference_on_cuda(gpu_project: pytest.Pytester) -> None:
@@ -198,7 +225,7 @@ def test_cuda_graphs_capture_and_replay_the_whole_step(gpu_project: pytest.Pytes
     """``cuda_graphs=True``: a train step with a capturable Adam under bf16, and a forward pass,
     each replayed as one graph; the replays still train (the weights change)."""
     gpu_project.makepyfile(
-        """
+        f"""
         from models import convnet
 
         def test_graphed(cnnperf):
@@ -207,13 +234,14 @@ def test_cuda_graphs_capture_and_replay_the_whole_step(gpu_project: pytest.Pytes
             result = cnnperf.train_step(
                 model, batch_size=32, image_size=32, amp="bf16", optimizer="adam", cuda_graphs=True
             )
-            assert result.key.endswith("opt=adam cuda_graphs")
+            assert result.key == {GRAPHED_KEY!r}
             m = result.measurement
             assert m.phase_names == () and m.items_per_second > 0
             assert m.peak_allocated_bytes > 0
             after = [p.detach().cpu() for p in model.parameters()]
             assert any((a - b).abs().max() > 0 for a, b in zip(after, before))
             inferred = cnnperf.inference(convnet(), batch_size=32, image_size=32, cuda_graphs=True)
+            assert inferred.key == {GRAPHED_INFERENCE_KEY!r}
             assert inferred.measurement.items_per_second > 0
         """
     )
@@ -294,17 +322,13 @@ def test_more_xdist_workers_than_gpus_is_a_usage_error(gpu_project: pytest.Pytes
     gpus = torch.cuda.device_count()
     result = gpu_project.runpytest_subprocess("--cnnperf", "-n", str(gpus + 1))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(
-        [f"*-n {gpus + 1} starts {gpus + 1} workers, but only {gpus} CUDA device*use -n {gpus}*"]
-    )
+    result.stderr.fnmatch_lines([too_many_workers(gpus)])
 
 
 def test_flops_peak_and_energy_of_a_cuda_step() -> None:
     """The first sample counts the step's FLOPs on meta tensors, finds the GPU's row in the
     peaks table (or says why not), and reads NVML's energy counter around the timed steps."""
     import dataclasses
-
-    from torch import nn
 
     from pytest_cnnperf import peaks
     from pytest_cnnperf.benchmark import TrainSpec
@@ -315,14 +339,9 @@ def test_flops_peak_and_energy_of_a_cuda_step() -> None:
     from pytest_cnnperf.policy import CUDA
 
     device = torch.device("cuda:0")
-    model = nn.Sequential(
-        nn.Conv2d(3, 32, 3, padding=1),
-        nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(),
-        nn.Linear(32, 10),
+    workload = build_train(
+        flops_model(), TrainSpec(batch_size=16, image_size=(32, 32), amp="bf16"), device
     )
-    workload = build_train(model, TrainSpec(batch_size=16, image_size=(32, 32), amp="bf16"), device)
     timing = dataclasses.replace(CUDA.timing, min_time_s=0.3)
     sample, env = take_sample(
         workload,
@@ -334,7 +353,7 @@ def test_flops_peak_and_energy_of_a_cuda_step() -> None:
     )
     assert sample.flops is not None
     assert sample.flops.method == "meta"
-    assert sample.flops.phases["forward"] == 2 * 16 * 32 * 3 * 9 * 32 * 32 + 2 * 16 * 32 * 10
+    assert sample.flops.phases["forward"] == FLOPS_FORWARD
     assert sample.peak is not None
     assert sample.peak.precision == "bf16"
     sms = torch.cuda.get_device_properties(device).multi_processor_count
