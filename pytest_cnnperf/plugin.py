@@ -169,7 +169,7 @@ def pytest_sessionstart(session: pytest.Session) -> Iterator[None]:
     stopping.start()
     if xdist.controller_workers(session.config):
         return
-    warning = sampling.start(lambda job: child.run_job(session, job))
+    warning = sampling.start(lambda job: child.run_job(session, sampling, job))
     if warning:
         state.warn(warning)
 

@@ -289,7 +289,7 @@ class CnnPerf:
             site=site,
             replay=tuple(self._results),
             build=build,
-            plan=plan,
+            plan=plan.sample,
             world_size=world_size,
             memory_samples=plan.sampling.memory_samples,
         )

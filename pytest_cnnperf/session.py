@@ -21,7 +21,7 @@ from .store.baseline import BaselineFileError, BaselineSaveError, BaselineStore,
 from .store.locations import Location, safe_name
 
 if TYPE_CHECKING:
-    from .history.record import HistoryLink
+    from .gate.creep import History
 
 #: test name -> configuration key -> baseline entry
 Entries = dict[str, dict[str, Result]]
@@ -59,7 +59,7 @@ class Session:
         self.registry = registry
         self.store = BaselineStore(self.settings[BASELINES])
         #: the run history (``--cnnperf-history``), read by the creep gate (set by the plugin)
-        self.history: HistoryLink | None = None
+        self.history: History | None = None
         self.results: list[Result] = []
         #: baselines to write at the end: (machine, module) -> entries
         self.pending: dict[tuple[str, str], Entries] = defaultdict(dict)

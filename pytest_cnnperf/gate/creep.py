@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..model import Creep, Decision, Result, Verdict
 from .decide import decide
@@ -28,6 +29,17 @@ class Run:
     #: the commit it measured (``None`` when unknown) and when it was recorded
     commit: str | None
     recorded: str
+
+
+class History(Protocol):
+    """Where the creep gate finds a benchmark's recent runs (``history.record.HistoryLink``)."""
+
+    #: why the history could not be read, once it could not
+    problem: str | None
+
+    def recent(self, test_id: str, key: str, machine: str, runs: int) -> list[Run] | None:
+        """The benchmark's newest ``runs`` runs on ``machine``, newest first; ``None`` when the
+        history cannot be read."""
 
 
 def best_run(recent: Sequence[Run]) -> Run | None:

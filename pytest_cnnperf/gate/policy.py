@@ -13,24 +13,9 @@ import dataclasses
 from dataclasses import dataclass
 
 from .. import settings as s
-from ..measuring.peak_table import PeakSetting
+from ..measuring.sample import SamplePlan
+from ..measuring.timing import TimingPolicy
 from ..settings import MIN_TIME, SAMPLES, Configuration, Effort, Settings
-
-
-@dataclass(frozen=True)
-class TimingPolicy:
-    """Steps inside one sample."""
-
-    warmup_min_steps: int
-    warmup_max_steps: int
-    warmup_max_s: float
-    #: warm-up ends when the last ``warmup_window`` steps are within this fraction of each other
-    warmup_tolerance: float
-    warmup_window: int
-    min_steps: int
-    max_steps: int
-    min_time_s: float
-    memory_steps: int = 2
 
 
 @dataclass(frozen=True)
@@ -180,19 +165,18 @@ class CreepPlan:
 class Plan:
     """How a test's benchmarks are measured and judged, resolved once from its settings."""
 
-    timing: TimingPolicy
+    #: how each sample is taken
+    sample: SamplePlan
     sampling: SamplingPolicy
     gate: GateSettings
-    #: time the calibration workload in every sample
-    calibrate: bool
-    #: the kind of machine whose baselines apply, when the user named it
-    machine: str | None
-    #: the device's peak as the project states it (``cnnperf_peak_tflops``)
-    peak_tflops: PeakSetting | None
     #: record baselines instead of gating
     save: bool
     #: ``None``: the creep gate does not judge this run
     creep: CreepPlan | None
+
+    @property
+    def timing(self) -> TimingPolicy:
+        return self.sample.timing
 
 
 def plan(values: Settings, configuration: Configuration, device_type: str) -> Plan:
@@ -207,7 +191,12 @@ def plan(values: Settings, configuration: Configuration, device_type: str) -> Pl
     creep = values[s.CREEP]
     applies = creep is not None and values[s.HISTORY] is not None and not values[s.CREEP_ACCEPT]
     return Plan(
-        timing=policy.timing,
+        sample=SamplePlan(
+            timing=policy.timing,
+            calibrate=values[s.CALIBRATION],
+            machine=values[s.MACHINE],
+            peak_tflops=values[s.PEAK_TFLOPS],
+        ),
         sampling=policy.sampling,
         gate=GateSettings(
             policy=policy.gate,
@@ -216,9 +205,6 @@ def plan(values: Settings, configuration: Configuration, device_type: str) -> Pl
             strict=values[s.STRICT],
             compile_time_threshold=values[s.COMPILE_TIME_THRESHOLD],
         ),
-        calibrate=values[s.CALIBRATION],
-        machine=values[s.MACHINE],
-        peak_tflops=values[s.PEAK_TFLOPS],
         save=values[s.SAVE],
         creep=CreepPlan(creep, values[s.CREEP_RUNS]) if applies and creep is not None else None,
     )

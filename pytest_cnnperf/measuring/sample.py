@@ -6,14 +6,28 @@ FLOPs and find the device's peak; then describe the environment the figures belo
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
-from ..gate.policy import Plan
 from ..model import DeviceHealth, Environment, Peak, Sample, StepFlops
 from . import calibration, compiled, cpuload, energy, environment, flops, memory, nvml
 from .peak import find as find_peak
-from .timing import Clock, CpuClock, CudaClock, time_steps
+from .peak_table import PeakSetting
+from .timing import Clock, CpuClock, CudaClock, TimingPolicy, time_steps
 from .workload import Workload
+
+
+@dataclass(frozen=True)
+class SamplePlan:
+    """How to take a sample, the same for every sample of a benchmark."""
+
+    timing: TimingPolicy
+    #: time the calibration workload after the steps
+    calibrate: bool = True
+    #: the kind of machine the baselines apply to, when the user named it
+    machine: str | None = None
+    #: the device's peak as the project states it (``cnnperf_peak_tflops``)
+    peak_tflops: PeakSetting | None = None
 
 
 def clock_for(device: Any) -> Clock:
@@ -23,7 +37,7 @@ def clock_for(device: Any) -> Clock:
 def take_sample(
     workload: Workload,
     device: Any,
-    plan: Plan,
+    plan: SamplePlan,
     *,
     memory_pass: bool,
     in_process: bool,
@@ -95,7 +109,7 @@ def _threads() -> int:
 
 
 def _efficiency(
-    workload: Workload, device: Any, plan: Plan
+    workload: Workload, device: Any, plan: SamplePlan
 ) -> tuple[StepFlops | None, Peak | None]:
     """The step's FLOPs (after the timed steps and the memory pass: a real step counted here
     is no cold step) and the peak they are measured against."""

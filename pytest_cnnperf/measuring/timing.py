@@ -19,9 +19,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..gate.policy import TimingPolicy
-
 Phase = tuple[str, Callable[[], None]]
+
+
+@dataclass(frozen=True)
+class TimingPolicy:
+    """Steps inside one sample."""
+
+    warmup_min_steps: int
+    warmup_max_steps: int
+    warmup_max_s: float
+    #: warm-up ends when the last ``warmup_window`` steps are within this fraction of each other
+    warmup_tolerance: float
+    warmup_window: int
+    min_steps: int
+    max_steps: int
+    min_time_s: float
+    memory_steps: int = 2
 
 
 class Clock(Protocol):

@@ -19,11 +19,10 @@ import pytest
 from _pytest.runner import runtestprotocol  # the protocol without reporting, as xdist uses it
 
 from ..model import Result
-from ..stash import SAMPLING
 from .messages import ChildReport, Job, Site, TakenSample, describe_error, write_report
 
 if TYPE_CHECKING:
-    from .manager import Target
+    from .manager import Sampling, Target
 
 #: plugins that report to someone outside the process
 _REPORTERS = ("terminalreporter",)
@@ -105,12 +104,11 @@ def current_device(device: Any, job: Job) -> Any | None:
     return rank_device(device, job.rank) if job.world_size > 1 else device
 
 
-def run_job(session: pytest.Session, job: Job) -> None:
+def run_job(session: pytest.Session, sampling: Sampling, job: Job) -> None:
     """Run ``job``'s test; returning means the test never reached the wanted benchmark."""
     import torch
 
     config = session.config
-    sampling = config.stash[SAMPLING]
     device = torch.device(sampling.device)
     current = current_device(device, job)
     if current is not None:

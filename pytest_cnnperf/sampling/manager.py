@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..gate.policy import Plan
+from ..measuring.sample import SamplePlan
 from ..measuring.workload import Workload
 from ..model import Result
-from . import leftovers
+from ..store import leftovers
 from .messages import (
     JOB,
     STOPPED,
@@ -69,7 +69,7 @@ class Target:
     replay: tuple[Result, ...]
     #: ``build(device, world_size)``: the workload, data-parallel over ``world_size`` ranks
     build: Callable[[Any, int], Workload]
-    plan: Plan
+    plan: SamplePlan
     world_size: int = 1
     #: how many of the samples taken (the first ones) also measure peak memory
     memory_samples: int = 0

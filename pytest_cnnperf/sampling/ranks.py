@@ -16,7 +16,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..gate.policy import TimingPolicy
+from ..measuring.timing import TimingPolicy
 from .messages import ChildReport, Job, TakenSample, describe_error
 
 if TYPE_CHECKING:

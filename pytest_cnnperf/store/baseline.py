@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model import Result
-from ..sampling import leftovers
-from . import legacy
+from . import leftovers, legacy
 from .codec import DataError, Document, dump
 from .locations import safe_name
 
