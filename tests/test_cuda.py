@@ -330,13 +330,12 @@ def test_flops_peak_and_energy_of_a_cuda_step() -> None:
     peaks table (or says why not), and reads NVML's energy counter around the timed steps."""
     import dataclasses
 
-    from pytest_cnnperf import peaks
     from pytest_cnnperf.benchmark import TrainSpec
-    from pytest_cnnperf.measuring import energy
+    from pytest_cnnperf.gate.policy import CUDA
+    from pytest_cnnperf.measuring import energy, peak_table
     from pytest_cnnperf.measuring.nvml import GpuMonitor
     from pytest_cnnperf.measuring.sample import SamplePlan, take_sample
     from pytest_cnnperf.measuring.workload import build_train
-    from pytest_cnnperf.policy import CUDA
 
     device = torch.device("cuda:0")
     workload = build_train(
@@ -357,7 +356,7 @@ def test_flops_peak_and_energy_of_a_cuda_step() -> None:
     assert sample.peak is not None
     assert sample.peak.precision == "bf16"
     sms = torch.cuda.get_device_properties(device).multi_processor_count
-    if peaks.lookup(env.device_name, sms).row is not None:
+    if peak_table.lookup(env.device_name, sms).row is not None:
         assert sample.peak.source == "table"
         assert sample.peak.flops_per_s is not None
     else:

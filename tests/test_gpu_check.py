@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 
 from pytest_cnnperf.measuring import device, flops
+from pytest_cnnperf.sampling.xdist import check_gpus
 from pytest_cnnperf.session import Session
-from pytest_cnnperf.workers import check_gpus
 
 ROOT = Path(__file__).resolve().parent.parent
 #: one call of a lent device

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 import torch
 
-from pytest_cnnperf import gate
+from pytest_cnnperf.gate.decide import combine, compare_throughput
+from pytest_cnnperf.gate.policy import CUDA, GateSettings, SamplingPolicy, gate_policy
 from pytest_cnnperf.measuring import memory
-from pytest_cnnperf.policy import CUDA, SamplingPolicy, gate_policy
-from pytest_cnnperf.reports import json_report
-from pytest_cnnperf.results import BenchConfig, BenchmarkResult, Comparison, Decision, Verdict
+from pytest_cnnperf.model import BenchConfig, Comparison, Decision, Result, Verdict
 from pytest_cnnperf.settings import MEMORY_THRESHOLD, THRESHOLD
+from pytest_cnnperf.store import results_file
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "truth-check"
 SPIN = {"cycles": 4_000_000, "slowdown": 1.104}
@@ -53,12 +53,11 @@ def comparison(metric: str, verdict: Verdict, samples: int) -> Comparison:
     )
 
 
-def result(run: str, step: Verdict, peak: Verdict, samples: int) -> BenchmarkResult:
-    verdict = gate.combine(step, peak)
-    return BenchmarkResult(
+def result(run: str, step: Verdict, peak: Verdict, samples: int) -> Result:
+    verdict = combine(step, peak)
+    return Result(
         test_id=f"test_gate.py::test_gate[{run}]",
-        key="train_step gate bs=64 224x224 opt=sgd cudnn=on",
-        config=BenchConfig("train_step", "gate", 64, (224, 224), optimizer="sgd"),
+        config=BenchConfig("train_step", "gate", 64, (224, 224), optimizer="sgd", cudnn_mode="on"),
         decision=Decision(
             verdict=verdict,
             throughput=comparison("throughput", step, samples),
@@ -111,7 +110,7 @@ class FakeGpu:
         results = [result(f"same-{i}", Verdict.OK, Verdict.OK, 3) for i in range(1, 6)]
         results += [result(f"slow-{i}", step, peak, samples) for i in range(1, 4)]
         path = Path(next(a for a in args if a.startswith("--cnnperf-json=")).split("=")[1])
-        json_report.write(path, results, "nvidia-h200")
+        results_file.write(path, results, "nvidia-h200")
         return 1 if step is Verdict.REGRESSED or peak is Verdict.REGRESSED else 0
 
 
@@ -220,7 +219,7 @@ def test_the_gate_lines_take_samples_enough_to_catch_on_step_time(
     assert all(f"--cnnperf-samples={samples}" in args for args in fake.pytest_args)
 
     sampling = SamplingPolicy.of(samples)
-    settings = gate.GateSettings(
+    settings = GateSettings(
         policy=gate_policy("cuda"),
         throughput_threshold=THRESHOLD.default_for("cuda") or 0.05,
         memory_threshold=MEMORY_THRESHOLD.default_for("cuda") or 0.05,
@@ -229,9 +228,9 @@ def test_the_gate_lines_take_samples_enough_to_catch_on_step_time(
     baseline = [0.030 * (1 + 0.001 * i) for i in range(sampling.save_samples)]
     slowed = [t * (1 + truth.INJECTED) for t in baseline]
     slowed[0] = 0.5 * (baseline[-1] + baseline[-2])  # one pair out of order
-    first = gate.compare_throughput(baseline, slowed[: sampling.samples], settings)
+    first = compare_throughput(baseline, slowed[: sampling.samples], settings)
     assert first.verdict is Verdict.INCONCLUSIVE  # so the runner re-measures
-    again = gate.compare_throughput(baseline, slowed[: sampling.max_samples], settings)
+    again = compare_throughput(baseline, slowed[: sampling.max_samples], settings)
     assert again.verdict is Verdict.REGRESSED
 
 
