@@ -92,6 +92,7 @@ def take_sample(
         compilation=compilation,
         calibration_unit=calibration_unit,
         flops=counted,
+        parameters=_parameters(workload.model),
         peak=device_peak,
         energy=used,
     )
@@ -100,6 +101,10 @@ def take_sample(
     if workload.compiled:
         env = dataclasses.replace(env, compiler=compiled.compiler_stack(device.type))
     return sample, env
+
+
+def _parameters(model: Any) -> int | None:
+    return sum(p.numel() for p in model.parameters()) if model is not None else None
 
 
 def _threads() -> int:

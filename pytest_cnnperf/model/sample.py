@@ -268,6 +268,8 @@ class Sample:
     peak: Peak | None = None
     #: the energy the device used over the timed steps, where a counter is readable
     energy: Energy | None = None
+    #: the model's parameters, trainable or not (``None``: a ``measure()`` step has no model)
+    parameters: Count | None = None
 
     def without_steps(self) -> Sample:
         """The sample as a baseline keeps it: each phase's median instead of its steps."""
@@ -455,6 +457,10 @@ class Measurement:
         """Energy per item, where the timed window was long enough for the counter to show."""
         energy = self.energy
         return energy.joules_per_item if energy and energy.long_enough else None
+
+    @property
+    def parameters(self) -> int | None:
+        return next((s.parameters for s in self.samples if s.parameters is not None), None)
 
     @property
     def scaling_efficiency(self) -> float | None:

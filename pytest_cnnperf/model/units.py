@@ -43,6 +43,16 @@ def change(value: float | None) -> str:
     return f"{round(value * 100, 1) + 0.0:+.1f}%"  # + 0.0 turns a rounded -0.0 into 0.0
 
 
+def count(value: float | None) -> str:
+    """A count with an SI prefix: ``11.7 M``, ``850 k``, ``12``."""
+    if value is None:
+        return "-"
+    for prefix, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if value >= size:
+            return f"{_three(value / size)} {prefix}"
+    return f"{value:.0f}"
+
+
 def percent(value: float) -> str:
     return f"{value * 100:.1f}%".replace(".0%", "%")
 

@@ -56,6 +56,7 @@ class Row:
     flops: str
     mfu: str
     energy: str
+    parameters: str = "-"
     notes: tuple[str, ...] = ()
 
 
@@ -83,6 +84,7 @@ COLUMNS = (
     Column("flops", "FLOP/s", figure=True),
     Column("mfu", "MFU", figure=True),
     Column("energy", "energy", figure=True),
+    Column("parameters", "params", figure=True),
 )
 #: shown with ``-v`` and in ``cnnperf show``
 DETAIL_COLUMNS = (
@@ -104,6 +106,7 @@ OPTIONAL = frozenset(
         "flops",
         "mfu",
         "energy",
+        "parameters",
     }
 )
 
@@ -173,6 +176,7 @@ def row(result: Result) -> Row:
         flops=efficiency.achieved(m),
         mfu=efficiency.utilisation(m),
         energy=efficiency.energy(m),
+        parameters=units.count(m.parameters),
         notes=tuple(notes),
     )
 
