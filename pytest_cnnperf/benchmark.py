@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .model import BenchConfig, CompileSetting, OptionValue
-from .model.config import COMPILE_MODES, parse_amp
+from .settings import COMPILE_MODES, parse_amp
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 #: the ``torch.compile`` arguments ``compile={...}`` takes

@@ -25,7 +25,6 @@ from typing import Any, Generic, TypeVar
 from .measuring.cudnn import CudnnMode, parse_modes
 from .measuring.device import DeviceRequest, parse_device
 from .measuring.peak_table import PeakSetting, parse_peak_tflops
-from .model.config import COMPILE_MODES, parse_amp
 
 T = TypeVar("T")
 
@@ -183,6 +182,23 @@ def parse_history(value: object) -> Path | str:
 
 
 AMP_CHOICES = ("off", "fp16", "bf16")
+
+
+def parse_amp(value: object) -> str | None:
+    """An AMP mode as written (``bf16``, ``bfloat16``, ``off``...): ``fp16``, ``bf16`` or
+    ``None`` (fp32); ``ValueError`` names the accepted forms."""
+    text = str(value).strip().lower()
+    if text in ("off", "none", "fp32", "false"):
+        return None
+    if text in ("fp16", "float16", "half"):
+        return "fp16"
+    if text in ("bf16", "bfloat16"):
+        return "bf16"
+    raise ValueError(f"{value!r} is not an AMP mode; use off, fp16 or bf16")
+
+
+#: ``torch.compile``'s modes (``torch._inductor.list_mode_options``)
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 def parse_amp_list(value: object) -> tuple[str | None, ...]:

@@ -8,23 +8,6 @@ from typing import ClassVar
 
 from .values import PositiveInt
 
-
-def parse_amp(value: object) -> str | None:
-    """An AMP mode as written (``bf16``, ``bfloat16``, ``off``...): ``fp16``, ``bf16`` or
-    ``None`` (fp32); ``ValueError`` names the accepted forms."""
-    text = str(value).strip().lower()
-    if text in ("off", "none", "fp32", "false"):
-        return None
-    if text in ("fp16", "float16", "half"):
-        return "fp16"
-    if text in ("bf16", "bfloat16"):
-        return "bf16"
-    raise ValueError(f"{value!r} is not an AMP mode; use off, fp16 or bf16")
-
-
-#: ``torch.compile``'s modes (``torch._inductor.list_mode_options``)
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-
 #: a value of an inductor option as ``torch.compile(options=...)`` takes it
 OptionValue = bool | int | float | str
 
