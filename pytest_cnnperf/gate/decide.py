@@ -37,7 +37,7 @@ in the benchmark's code than the baseline had is a regression, and so is any rec
 timed steps (or a frame torch.compile gave up on and ran eagerly), baseline or not, since the
 steady figure then includes compiling or is not the compiled step's. Compile time is reported
 against the baseline's (cold against cold where both have it) and fails only past its own
-threshold, which is off by default: one cold compile a run, and it spreads by half on a busy CPU.
+threshold, which is off by default: there is one cold compile a run, and it is noisy.
 """
 
 from __future__ import annotations
@@ -151,17 +151,15 @@ def combine(*verdicts: Verdict) -> Verdict:
 ERRATIC_SPREAD = 0.25
 #: a sample whose calibration took this many times the run's median was disturbed too
 SLOW_CALIBRATION = 1.5
-#: and one whose threads were denied this many cores' worth of CPU time (see ``cpuload``): a
-#: 2-thread train step beside a process that keeps one core of two busy is denied about 0.5,
-#: a quiet machine's samples at most 0.03
+#: and one whose threads were denied this many cores' worth of CPU time (``cpuload``): a busy
+#: neighbour denies several times this, a quiet machine a fraction of it
 BUSY_CORES = 0.1
 
 
 def disturbed(measurement: Measurement) -> tuple[bool, ...]:
     """For each sample, whether something else ran during it: a slow calibration, and its threads
-    denied the CPU where that is measured (CPU runs on Linux), erratic step times where it is not.
-    Erratic steps are only a clue: a tiny 2-thread model that sleeps between steps alternates 31
-    and 41 ms steps on an idle machine, its threads waiting for each other."""
+    denied the CPU where that is measured (CPU runs on Linux), erratic step times where it is not
+    (only a clue: a model's own threads can make its steps uneven)."""
     calibrations = measurement.calibrations
     typical = stats.median(calibrations) if calibrations else None
     return tuple(
@@ -209,10 +207,8 @@ def machine_ratio(measurement: Measurement, baseline: Measurement, device: str) 
 
 
 #: How much of the machine's drift, as the calibration measured it, may have reached a benchmark:
-#: none, all or twice of it. The calibration shows how much slower or faster the machine runs, not
-#: how much of that reaches a given model: in one session on a shared 2-core CPU, with the
-#: calibration 8 to 11% slower, the zoo's models moved by anywhere from a little less than none of
-#: it (VGG-16, 4% faster) to more than twice it (EfficientNet-B0, 26% slower).
+#: none, all or twice of it (models follow the machine's drift by anywhere from none to more than
+#: twice of it)
 SHARES = (0.0, 1.0, 2.0)
 
 

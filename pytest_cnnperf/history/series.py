@@ -37,8 +37,7 @@ class Point:
     def throughput(self) -> float:
         """The run's figure: the throughput of its fastest sample. On a shared machine a
         disturbance only ever slows a sample down, so the fastest of a run's fresh processes
-        varies least from run to run: over 40 runs of ResNet-18 on this project's CPU, 3.7%
-        (standard deviation of the log) against 7.7% for the run's median sample."""
+        varies least from run to run."""
         m = self.measurement
         return m.items_per_step / min(s.step_time_s for s in m.samples)
 

@@ -3,15 +3,14 @@
 Three Linux counters, all cumulative: every thread's time spent runnable but waiting for a core
 (``/proc/self/task/<tid>/schedstat``, its second field), the time all CPUs were busy, including
 the time the hypervisor gave the machine's virtual CPUs to other machines (steal, in
-``/proc/stat``), and this process's own CPU time. On a 2-core runner another process that keeps
-one core busy halves a 2-thread train step without making its steps erratic or slowing the short
-calibration workload, so the samples must say it themselves.
+``/proc/stat``), and this process's own CPU time. A neighbour that keeps a core busy can slow a
+train step without making its steps erratic or slowing the short calibration workload, so the
+samples must say it themselves.
 
 The denial is the benchmark's threads' waiting plus their share of the steal, but no more than
 others took: counting the benchmark's own waiting, not others' CPU time alone, leaves out a busy
 neighbour beside a benchmark that sleeps or leaves cores free; capping it at others' CPU time
-leaves out the benchmark's threads waiting for each other (on an idle 2-core machine, a tiny
-2-thread model that sleeps between steps waits up to 0.1 core for its own threads).
+leaves out the benchmark's threads waiting for each other.
 """
 
 from __future__ import annotations

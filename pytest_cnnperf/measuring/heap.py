@@ -1,16 +1,10 @@
 """Keep glibc's heap from being handed back to the kernel between training steps.
 
-A train step with ``zero_grad(set_to_none=True)`` frees its gradients at the start of the next
-step and allocates them again in backward. glibc returns the top of its heap to the kernel when
-more than ``M_TRIM_THRESHOLD`` is free there, a threshold it raises by itself to twice the largest
-block it has freed (ResNet-18: a 9.4 MB layer4 gradient, so about 19 MB). Whether the big
-gradients end up at the top of the heap depends on everything the process allocated before, so
-the same step in the same process re-faults 0, 18 or 37 MB of gradient memory a step: measured on
-a 2-core VM, 4,576 minor faults (1.65 us each) made a 74 ms ResNet-18 step 84 ms. A profiler pass,
-a calibration run or another timer's optimizer between two measurements is enough to move a
-process from one state to another, so two timers of the same step disagreed by 6-8%.
-
-Fixed thresholds end the lottery: every step reuses the memory the previous one freed, as it does
+A train step with ``zero_grad(set_to_none=True)`` frees its gradients and allocates them again
+in backward; glibc's self-raising trim threshold decides, from everything the process allocated
+before, whether that memory is handed back to the kernel and faulted in again each step, which
+moves the step time by several percent from one process to the next (figures in the manual's
+validation page). Fixed thresholds end the lottery: every step reuses the memory the previous one freed, as it does
 under jemalloc or tcmalloc or with ``MALLOC_TRIM_THRESHOLD_`` set. Blocks above 32 MiB are still
 mapped and unmapped every step, as glibc always does for them (its dynamic threshold stops there).
 """

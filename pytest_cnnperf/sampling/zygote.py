@@ -263,10 +263,9 @@ def _shuffle_address_space() -> list[object]:
     """Move where this process's next allocations land by a random number of pages.
 
     Forked processes inherit their parent's address-space layout, so without this every sample
-    of a session would place its tensors at the same addresses and share one layout's speed:
-    measured here, forks of one process agreed within 2% while fresh processes spread over 15%
-    (a ResNet-18 step at 37 or 43 ms depending on the layout). Shifting the mmap area and the
-    heap by random amounts gives each sample a layout of its own, as a fresh process would have.
+    of a session would place its tensors at the same addresses and share one layout's speed,
+    which fresh processes would not. Shifting the mmap area and the heap by random amounts gives
+    each sample a layout of its own, as a fresh process would have.
     """
     import ctypes
     import mmap
