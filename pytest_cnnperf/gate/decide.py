@@ -1,43 +1,11 @@
-"""The gate: a fresh measurement against its baseline, decided in both directions.
+"""The gate: a fresh measurement against its reference, decided in both directions.
 
-Throughput. Each side is a set of per-process step times. ``r`` is the Hodges-Lehmann ratio of
-current to baseline step times, ``R`` the ratio the threshold allows (a 10% throughput loss is
-``R = 1/0.9``):
-
-* regressed: "slower" is significant at ``alpha`` (one-sided Mann-Whitney) and ``r > R``;
-* improved: "faster" is significant and the throughput gain exceeds the threshold;
-* ok: with the "ok" confidence, ``r`` is below ``R``, so a regression of the threshold's size
-  would have shown;
-* inconclusive: none of these; the noise is too large for the threshold.
-
-The machine. A calibration workload runs in every sample; ``m`` is its time now over its time in
-the baseline. How much of the machine's drift reaches a given model is uncertain (on a shared CPU,
-anywhere from none of it to more than twice it), so the current step times are compared divided by
-``1``, ``m`` and ``m**2``: "regressed" and "improved" must hold for all three, "ok" for ``1`` and
-``m``; anything else is inconclusive. On a machine as fast as when the baseline was taken the
-three agree; the further it drifted, the clearer a change must be. The change reported is the one
-after dividing by ``m``, or as measured when the software differs (a torch, CUDA, cuDNN or driver
-upgrade may have changed the calibration itself). Where the calibration workload itself is another
-than the baseline's (its id differs: a new version of the plugin sized it anew), its times are not
-compared at all: throughput is compared as measured, with a note. A regression measured while the
-GPU reported throttling or other processes is inconclusive too.
-
-The machine's neighbours. A sample shows that something else ran during it when its calibration
-was far slower than the run's others, or its threads were denied a tenth of a core or more by
-other processes or the hypervisor (CPU runs on Linux; elsewhere, when its steps were erratic
-instead). Such a sample can only have been slowed: it counts towards "ok" and "improved", but a
-regression must show in the other samples alone. A run in which every sample was disturbed
-cannot regress.
-
-Memory is nearly deterministic: it regressed when it grew past its threshold (and a small absolute
-slack) with every current sample above every baseline sample.
-
-Compiled benchmarks. Graph breaks and recompiles are counts, not noisy figures: more graph breaks
-in the benchmark's code than the baseline had is a regression, and so is any recompile during the
-timed steps (or a frame torch.compile gave up on and ran eagerly), baseline or not, since the
-steady figure then includes compiling or is not the compiled step's. Compile time is reported
-against the baseline's (cold against cold where both have it) and fails only past its own
-threshold, which is off by default: there is one cold compile a run, and it is noisy.
+Throughput: the per-sample step times of both sides, compared with a one-sided Mann-Whitney test
+and the Hodges-Lehmann ratio against the threshold, after allowing for none, all and twice the
+machine's drift that the calibration workload measured; samples that something else disturbed
+cannot show a regression. Memory: past its threshold with every sample above every baseline
+sample. Compiled benchmarks: new graph breaks and any recompile while timed fail; compile time only
+past its own threshold. The manual's "How the gate decides" page has the whole method.
 """
 
 from __future__ import annotations
