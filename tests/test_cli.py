@@ -605,7 +605,7 @@ ENTRY = ["entries", "test_train[resnet18]", "train_step resnet18 bs=8 64x64 opt=
 SAMPLES = [*ENTRY, "measurement", "samples"]
 SAMPLE = ["results", 0, "measurement", "samples", 0]
 #: (file, where the value is, the field as messages name it, what it must be); the files are
-#: the golden ones (version 1) and copies of them written as version 2 (see ``sources``)
+#: the golden ones (version 1) and the baseline file written as version 2 (see ``sources``)
 NUMBER_FIELDS = [
     ("baseline-v1", [*ENTRY, "step_time_s", 1], "step_time_s[1]", "a positive number"),
     ("baseline-v1", [*ENTRY, "items_per_step"], "items_per_step", "a positive int"),
@@ -663,33 +663,33 @@ NUMBER_FIELDS = [
     ),
     ("baseline-v2", [*ENTRY, "environment", "threads"], "environment.threads", "a positive int"),
     ("baseline-v2", [*ENTRY, "config", "batch_size"], "config.batch_size", "a positive int"),
-    *[
-        (results, *field)
-        for results in ("results-v1", "results-v2")
-        for field in [
-            ([*SAMPLE, "step_time_s"], "step_time_s", "a positive number"),
-            ([*SAMPLE, "step_times_s", 0], "step_times_s[0]", "a positive number"),
-            (["results", 0, "measurement", "items_per_step"], "items_per_step", "a positive int"),
-            (
-                [*SAMPLE, "memory", "allocated_bytes"],
-                "memory.allocated_bytes",
-                "an int of at least 0",
-            ),
-            ([*SAMPLE, "calibration_s"], "calibration_s", "a positive number"),
-        ]
-    ],
+    # a results file's samples are read alike in both versions: the golden file is enough
+    ("results-v1", [*SAMPLE, "step_time_s"], "step_time_s", "a positive number"),
+    ("results-v1", [*SAMPLE, "step_times_s", 0], "step_times_s[0]", "a positive number"),
+    (
+        "results-v1",
+        ["results", 0, "measurement", "items_per_step"],
+        "items_per_step",
+        "a positive int",
+    ),
+    (
+        "results-v1",
+        [*SAMPLE, "memory", "allocated_bytes"],
+        "memory.allocated_bytes",
+        "an int of at least 0",
+    ),
+    ("results-v1", [*SAMPLE, "calibration_s"], "calibration_s", "a positive number"),
 ]
 
 
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The golden baseline and results files, and copies of them written as version 2."""
+    """The golden baseline and results files, and the baseline file written as version 2."""
     folder = tmp_path_factory.mktemp("version-2")
     return {
         "baseline-v1": BASELINE,
         "results-v1": SAVE,
         "baseline-v2": rewritten(BASELINE, folder / BASELINE.name),
-        "results-v2": rewritten(SAVE, folder / SAVE.name),
     }
 
 
