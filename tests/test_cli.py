@@ -600,6 +600,9 @@ def with_number(source: Path, tmp_path: Path, path: list[str | int], number: str
     return copy
 
 
+#: the numbers a version-2 file is tried with: its paths are new, its values are checked alike
+VERSION_2_NUMBERS = ("NaN", "-0.04", "[]")
+
 ENTRY = ["entries", "test_train[resnet18]", "train_step resnet18 bs=8 64x64 opt=sgd"]
 #: a version-2 baseline entry's samples
 SAMPLES = [*ENTRY, "measurement", "samples"]
@@ -661,8 +664,6 @@ NUMBER_FIELDS = [
         "measurement.samples[0].phases['forward'][0]",
         "a number of at least 0",
     ),
-    ("baseline-v2", [*ENTRY, "environment", "threads"], "environment.threads", "a positive int"),
-    ("baseline-v2", [*ENTRY, "config", "batch_size"], "config.batch_size", "a positive int"),
     # a results file's samples are read alike in both versions: the golden file is enough
     ("results-v1", [*SAMPLE, "step_time_s"], "step_time_s", "a positive number"),
     ("results-v1", [*SAMPLE, "step_times_s", 0], "step_times_s[0]", "a positive number"),
@@ -700,6 +701,7 @@ def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         for field in NUMBER_FIELDS
         for number in BAD_NUMBERS
         if not (number == "0" and "at least 0" in field[3])  # a zero count is a count
+        and (field[0] != "baseline-v2" or number in VERSION_2_NUMBERS)
     ],
 )
 def test_a_bad_number_is_refused_naming_the_file_the_field_and_the_value(
