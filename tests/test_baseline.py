@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import stat
@@ -10,12 +11,18 @@ import sys
 from pathlib import Path
 
 import pytest
-from factories import ENV
+from factories import result
 
-from pytest_cnnperf.baseline import BaselineFileError, BaselineStore, render
-from pytest_cnnperf.formats import BASELINE
-from pytest_cnnperf.location import module_key
-from pytest_cnnperf.results import BaselineEntry, BaselineFile, BenchConfig
+from pytest_cnnperf.model import BenchConfig, Decision, Result, Verdict
+from pytest_cnnperf.store.baseline import (
+    BASELINE,
+    BaselineFile,
+    BaselineFileError,
+    BaselineSaveError,
+    BaselineStore,
+    render,
+)
+from pytest_cnnperf.store.locations import module_key
 
 SAFE_CHARACTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-%"
 
@@ -24,33 +31,39 @@ SCHEMA = BASELINE.schema
 CONFIG = BenchConfig(kind="train_step", model="resnet18", batch_size=8, image_size=(64, 64))
 
 
-def entry(step: float = 0.04, memory: int = 100 << 20) -> BaselineEntry:
-    return BaselineEntry(
-        recorded="2026-11-30T00:00:00Z",
-        config=CONFIG,
-        environment=ENV,
-        items_per_step=8,
-        step_time_s=(step, step * 1.01, step * 0.99),
-        calibration_s=(0.001, 0.001, 0.001),
-        peak_allocated_bytes=(memory, memory, memory),
-    )
+def entry(step: float = 0.04, memory: int = 100 << 20) -> Result:
+    """A measured result of three samples, as a save is given it (with its steps)."""
+    return result((step, step * 1.01, step * 0.99), memory=memory, config=CONFIG)
 
 
 def test_round_trip_and_diff_friendly_layout(tmp_path: Path) -> None:
     store = BaselineStore(tmp_path)
-    store.save("cpu-test-2t", "tests/test_perf", {"test_a": {CONFIG.key(): entry()}})
+    saved = dataclasses.replace(entry(), decision=Decision(Verdict.SAVED))
+    store.save("cpu-test-2t", "tests/test_perf", {"test_a": {CONFIG.key: saved}})
     path = tmp_path / "cpu-test-2t" / "tests" / "test_perf.json"
     text = path.read_text()
-    assert '"step_time_s": [0.04, 0.0404, 0.0396]' in text  # one line, rounded
+    lines = text.splitlines()
+    samples = lines[lines.index('          "samples": [') + 1 :][:3]
+    memory = '"allocated_bytes": 104857600, "reserved_bytes": 104857600, "source": "test"'
+    assert [line.strip().rstrip(",") for line in samples] == [  # one line each, rounded
+        f'{{"calibration_s": 0.001, "memory": {{{memory}}}, "step_time_s": {step}}}'
+        for step in ("0.04", "0.0404", "0.0396")
+    ]
     data = json.loads(text)
     assert data["schema"] == SCHEMA
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2
+    assert data["module"] == "tests/test_perf"
     assert list(data) == sorted(data)
     fresh = BaselineStore(tmp_path)
-    assert (
-        fresh.entry("cpu-test-2t", "tests/test_perf", "test_a", CONFIG.key())
-        == BaselineStore(tmp_path).load(path).entries["test_a"][CONFIG.key()]
-    )
+    stored = fresh.entry("cpu-test-2t", "tests/test_perf", "test_a", CONFIG.key)
+    assert stored == BaselineStore(tmp_path).load(path).entries["test_a"][CONFIG.key]
+    # the entry is the result without its decision, each sample without its steps; its test
+    # id comes from the file's module and keys
+    assert stored is not None
+    assert stored.test_id == "tests/test_perf.py::test_a"
+    assert stored.decision is None
+    assert stored.measured.step_times == pytest.approx(entry().measured.step_times)
+    assert {s.step_times_s for s in stored.measured.samples} == {()}
 
 
 def test_saving_keeps_entries_that_were_not_remeasured(tmp_path: Path) -> None:
@@ -61,7 +74,7 @@ def test_saving_keeps_entries_that_were_not_remeasured(tmp_path: Path) -> None:
     document = BaselineStore(tmp_path).load(store.path("m", "mod"))
     assert document is not None
     assert set(document.entries) == {"test_a", "test_b"}
-    assert document.entries["test_a"]["k"].step_time_s[0] == pytest.approx(0.06)
+    assert document.entries["test_a"]["k"].measured.samples[0].step_time_s == pytest.approx(0.06)
 
 
 def test_pruning_removes_named_tests_only(tmp_path: Path) -> None:
@@ -81,7 +94,11 @@ def test_pruning_removes_named_tests_only(tmp_path: Path) -> None:
         ('{"results": []}', "it is not a pytest-cnnperf baseline file"),
         (
             json.dumps({"schema": SCHEMA, "schema_version": 7, "machine": "m", "entries": {}}),
-            "written by a newer pytest-cnnperf (schema version 7; this one reads up to 1)",
+            "written by a newer pytest-cnnperf (schema version 7; this one reads up to 2)",
+        ),
+        (
+            json.dumps({"schema": SCHEMA, "schema_version": 0, "machine": "m", "entries": {}}),
+            "its schema_version 0 was never written by pytest-cnnperf",
         ),
         (
             json.dumps(
@@ -93,6 +110,33 @@ def test_pruning_removes_named_tests_only(tmp_path: Path) -> None:
                 }
             ),
             "it is malformed: file.entries['t']['k']",
+        ),
+        (
+            json.dumps(
+                {
+                    "schema": SCHEMA,
+                    "schema_version": 2,
+                    "machine": "m",
+                    "entries": {
+                        "t": {
+                            "k": {
+                                "config": {
+                                    "kind": "train_step",
+                                    "model": "m",
+                                    "batch_size": 1,
+                                    "image_size": None,
+                                },
+                                "measurement": {
+                                    "items_per_step": 1,
+                                    "samples": [{"step_time_s": "fast"}],
+                                },
+                            }
+                        }
+                    },
+                }
+            ),
+            "it is malformed: file.entries['t']['k'].measurement.samples[0].step_time_s: "
+            "expected a positive number, found str 'fast'",
         ),
     ],
 )
@@ -145,8 +189,8 @@ def test_render_is_stable() -> None:
 
 
 def test_a_save_keeps_what_it_does_not_know(tmp_path: Path) -> None:
-    """Fields of a newer version (at the top, in an entry, in a config) and entries that were
-    not re-measured stay as they are in the file when another test is saved."""
+    """Fields of a newer version (at the top, in an entry, in a config, in a sample) and entries
+    that were not re-measured stay as they are in the file when another test is saved."""
     store = BaselineStore(tmp_path)
     store.save("m", "mod", {"test_a": {"k": entry(0.04)}, "test_b": {"k": entry(0.05)}})
     path = store.path("m", "mod")
@@ -155,7 +199,8 @@ def test_a_save_keeps_what_it_does_not_know(tmp_path: Path) -> None:
     kept = data["entries"]["test_b"]["k"]
     kept["comment"] = "measured on the quiet runner"
     kept["config"]["compile_mode"] = "max-autotune"
-    kept["step_time_s"] = [0.050000001, 0.0505, 0.0495]  # as a hand edit left it
+    kept["measurement"]["samples"][0]["step_time_s"] = 0.050000001  # as a hand edit left it
+    kept["measurement"]["samples"][1]["tokens_per_step"] = 512
     data["entries"]["test_a"]["k"]["comment"] = "replaced with the entry"
     path.write_text(json.dumps(data))
     BaselineStore(tmp_path).save("m", "mod", {"test_a": {"k": entry(0.06)}})
@@ -163,7 +208,9 @@ def test_a_save_keeps_what_it_does_not_know(tmp_path: Path) -> None:
     assert after["reviewed_by"] == "someone"
     assert after["entries"]["test_b"]["k"] == kept
     assert "comment" not in after["entries"]["test_a"]["k"]
-    assert after["entries"]["test_a"]["k"]["step_time_s"][0] == pytest.approx(0.06)
+    assert after["entries"]["test_a"]["k"]["measurement"]["samples"][0][
+        "step_time_s"
+    ] == pytest.approx(0.06)
 
 
 def test_a_save_removes_what_killed_saves_left(tmp_path: Path) -> None:
@@ -201,7 +248,7 @@ def test_baseline_files_get_the_mode_of_any_new_file(tmp_path: Path) -> None:
 
 
 def test_a_folder_of_a_dead_session_is_removed(tmp_path: Path) -> None:
-    from pytest_cnnperf.leftovers import remove_folders_of_dead
+    from pytest_cnnperf.sampling.leftovers import remove_folders_of_dead
 
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],
@@ -220,8 +267,6 @@ def test_a_folder_of_a_dead_session_is_removed(tmp_path: Path) -> None:
 
 
 def test_a_file_in_the_place_of_a_folder_is_named(tmp_path: Path) -> None:
-    from pytest_cnnperf.baseline import BaselineSaveError
-
     (tmp_path / "m").write_text("a file where the machine's folder goes")
     with pytest.raises(
         BaselineFileError, match=f"it cannot be read: {tmp_path}/m is a file, not a folder"

@@ -1,4 +1,5 @@
-"""The ``cnnperf`` command on results and baseline files from real runs (tests/data): every
+"""The ``cnnperf`` command on results and baseline files from real runs (tests/data, written
+as version 1 by the earlier version) and on copies of them written as version 2: every
 subcommand, its exit status and its messages. Files that cannot be used exit 2 with one line
 naming the file and the problem, never a traceback."""
 
@@ -11,8 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from factories import rewritten
 
 from pytest_cnnperf.cli import main
+from pytest_cnnperf.reports.compare import baselines_of
+from pytest_cnnperf.store import results_file
+from pytest_cnnperf.store.baseline import BaselineFileError, BaselineStore
 
 DATA = Path(__file__).parent / "data"
 SAVE = DATA / "zoo-save.json"
@@ -25,9 +30,15 @@ def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str
     return status, captured.out, captured.err
 
 
+def version_2(source: Path = SAVE) -> dict[str, Any]:
+    """The data of the results file ``source`` as version 2 writes it (``store.codec``)."""
+    return results_file.RESULTS.dump(results_file.RESULTS.load(json.loads(source.read_text())))
+
+
 def edited(tmp_path: Path, name: str, change: Any, source: Path = SAVE) -> Path:
-    """A copy of a results file with ``change(result)`` applied to each result's data."""
-    data = json.loads(source.read_text())
+    """A copy of a results file, written as version 2, with ``change(result)`` applied to each
+    result's data."""
+    data = version_2(source)
     for result in data["results"]:
         change(result)
     path = tmp_path / name
@@ -122,7 +133,7 @@ def test_an_unchanged_run_passes_the_gate(capsys: pytest.CaptureFixture[str]) ->
 def test_compare_lists_benchmarks_in_one_run_only(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    data = json.loads(SAVE.read_text())
+    data = version_2()
     data["results"] = data["results"][:2]
     fewer = tmp_path / "fewer.json"
     fewer.write_text(json.dumps(data))
@@ -199,6 +210,8 @@ def test_a_threshold_that_switches_the_gate_off_is_a_usage_error(
 # ---- files that cannot be used ----
 
 
+#: the documents with "schema_version": 1 are version-1 files on purpose (read as the earlier
+#: version wrote them); those with 2, as this version writes them
 @pytest.mark.parametrize(
     ("content", "problem"),
     [
@@ -223,17 +236,29 @@ def test_a_threshold_that_switches_the_gate_off_is_a_usage_error(
         (
             '{"schema": "pytest-cnnperf/results", "schema_version": 7}',
             "it was written by a newer pytest-cnnperf (results schema version 7; this one reads "
-            "up to 1); upgrade pytest-cnnperf",
+            "up to 2); upgrade pytest-cnnperf",
         ),
         (
             '{"schema": "pytest-cnnperf/results", "schema_version": 1, "created": "x", '
-            '"machine": null, "results": [{"test_id": 3}]}',
+            '"machine": null, "results": [{"config": {"kind": "train_step", "model": "m", '
+            '"batch_size": 8, "image_size": null}, "test_id": 3}]}',
             "it is a malformed results file: file.results[0].test_id: expected str, found int 3",
+        ),
+        (
+            '{"schema": "pytest-cnnperf/results", "schema_version": 2, "created": "x", '
+            '"machine": null, "results": [{"test_id": "t.py::t"}]}',
+            "it is a malformed results file: file.results[0]: the field 'config' is missing",
         ),
         (
             '{"schema": "pytest-cnnperf/baseline", "schema_version": 1, "machine": "m", '
             '"entries": {"t": []}}',
             "it is malformed: file.entries['t']: expected an object, found list",
+        ),
+        (
+            '{"schema": "pytest-cnnperf/baseline", "schema_version": 2, "machine": "m", '
+            '"entries": {"t": {"k": {"config": {"kind": "train_step", "model": "m", '
+            '"batch_size": 8, "image_size": null}, "measurement": []}}}}',
+            "it is malformed: file.entries['t']['k'].measurement: expected an object, found list",
         ),
         (
             '{"schema": "pytest-cnnperf/results", "schema_version": 1, "created": "x", '
@@ -327,12 +352,12 @@ def test_modes_of_a_run_in_one_mode_exits_2(capsys: pytest.CaptureFixture[str]) 
 
 
 def amp_run(tmp_path: Path) -> Path:
-    """The saved run, plus the same benchmarks under bf16 at 1.6 times the speed."""
-    data = json.loads(SAVE.read_text())
+    """The saved run, plus the same benchmarks under bf16 at 1.6 times the speed (written as
+    version 2)."""
+    data = version_2()
     for result in list(data["results"]):
         fast = json.loads(json.dumps(result))
-        fast["config"]["amp"] = "bf16"
-        fast["key"] += " amp=bf16"
+        fast["config"]["amp"] = "bf16"  # its key and headline are derived when it is read
         fast["test_id"] = fast["test_id"][:-1] + "-bf16]"
         for sample in fast["measurement"]["samples"]:
             sample["step_time_s"] /= 1.6
@@ -515,14 +540,13 @@ def test_modes_against_another_reference(capsys: pytest.CaptureFixture[str]) -> 
 def test_plot_finds_the_baselines_next_to_the_results(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from pytest_cnnperf.reports.records import baselines_of, load
-
-    results = load(GATE).results
+    results = results_file.load(GATE).results
     found = baselines_of(results, (DATA,))
     assert sorted(key[0] for key in found) == [
         r.test_id for r in sorted(results, key=lambda r: r.test_id)
     ]
-    assert all(len(record.step_times_s) == 12 for record in found.values())
+    assert all(len(baseline.measured.samples) == 12 for baseline in found.values())
+    assert all(baseline.decision is None for baseline in found.values())
     output = tmp_path / "gate.svg"
     assert run(capsys, "plot", GATE, "-o", output)[0] == 0
     assert "throughput: baseline (grey) above, this run below" in output.read_text()
@@ -576,49 +600,115 @@ def with_number(source: Path, tmp_path: Path, path: list[str | int], number: str
     return copy
 
 
+#: the numbers a version-2 file is tried with: its paths are new, its values are checked alike
+VERSION_2_NUMBERS = ("NaN", "-0.04", "[]")
+
 ENTRY = ["entries", "test_train[resnet18]", "train_step resnet18 bs=8 64x64 opt=sgd"]
+#: a version-2 baseline entry's samples
+SAMPLES = [*ENTRY, "measurement", "samples"]
 SAMPLE = ["results", 0, "measurement", "samples", 0]
-#: (file, where the value is, the field as messages name it, what it must be)
+#: (file, where the value is, the field as messages name it, what it must be); the files are
+#: the golden ones (version 1) and the baseline file written as version 2 (see ``sources``)
 NUMBER_FIELDS = [
-    (BASELINE, [*ENTRY, "step_time_s", 1], "step_time_s[1]", "a positive number"),
-    (BASELINE, [*ENTRY, "items_per_step"], "items_per_step", "a positive int"),
-    (BASELINE, [*ENTRY, "calibration_s", 0], "calibration_s[0]", "a positive number"),
+    ("baseline-v1", [*ENTRY, "step_time_s", 1], "step_time_s[1]", "a positive number"),
+    ("baseline-v1", [*ENTRY, "items_per_step"], "items_per_step", "a positive int"),
+    ("baseline-v1", [*ENTRY, "calibration_s", 0], "calibration_s[0]", "a positive number"),
     (
-        BASELINE,
+        "baseline-v1",
         [*ENTRY, "peak_allocated_bytes", 2],
         "peak_allocated_bytes[2]",
         "an int of at least 0",
     ),
-    (BASELINE, [*ENTRY, "cold_step_s"], "cold_step_s", "a number of at least 0"),
-    (BASELINE, [*ENTRY, "phases_s", "forward"], "phases_s['forward']", "a number of at least 0"),
-    (BASELINE, [*ENTRY, "environment", "threads"], "environment.threads", "a positive int"),
-    (BASELINE, [*ENTRY, "config", "batch_size"], "config.batch_size", "a positive int"),
-    (SAVE, [*SAMPLE, "step_time_s"], "step_time_s", "a positive number"),
-    (SAVE, [*SAMPLE, "step_times_s", 0], "step_times_s[0]", "a positive number"),
-    (SAVE, ["results", 0, "measurement", "items_per_step"], "items_per_step", "a positive int"),
+    ("baseline-v1", [*ENTRY, "cold_step_s"], "cold_step_s", "a number of at least 0"),
     (
-        SAVE,
+        "baseline-v1",
+        [*ENTRY, "phases_s", "forward"],
+        "phases_s['forward']",
+        "a number of at least 0",
+    ),
+    ("baseline-v1", [*ENTRY, "environment", "threads"], "environment.threads", "a positive int"),
+    ("baseline-v1", [*ENTRY, "config", "batch_size"], "config.batch_size", "a positive int"),
+    (
+        "baseline-v2",
+        [*SAMPLES, 1, "step_time_s"],
+        "measurement.samples[1].step_time_s",
+        "a positive number",
+    ),
+    (
+        "baseline-v2",
+        [*ENTRY, "measurement", "items_per_step"],
+        "measurement.items_per_step",
+        "a positive int",
+    ),
+    (
+        "baseline-v2",
+        [*SAMPLES, 0, "calibration_s"],
+        "measurement.samples[0].calibration_s",
+        "a positive number",
+    ),
+    (
+        "baseline-v2",
+        [*SAMPLES, 2, "memory", "allocated_bytes"],
+        "measurement.samples[2].memory.allocated_bytes",
+        "an int of at least 0",
+    ),
+    (
+        "baseline-v2",
+        [*SAMPLES, 0, "cold_step_s"],
+        "measurement.samples[0].cold_step_s",
+        "a number of at least 0",
+    ),
+    (
+        "baseline-v2",
+        [*SAMPLES, 0, "phases", "forward", 0],
+        "measurement.samples[0].phases['forward'][0]",
+        "a number of at least 0",
+    ),
+    # a results file's samples are read alike in both versions: the golden file is enough
+    ("results-v1", [*SAMPLE, "step_time_s"], "step_time_s", "a positive number"),
+    ("results-v1", [*SAMPLE, "step_times_s", 0], "step_times_s[0]", "a positive number"),
+    (
+        "results-v1",
+        ["results", 0, "measurement", "items_per_step"],
+        "items_per_step",
+        "a positive int",
+    ),
+    (
+        "results-v1",
         [*SAMPLE, "memory", "allocated_bytes"],
         "memory.allocated_bytes",
         "an int of at least 0",
     ),
-    (SAVE, [*SAMPLE, "calibration_s"], "calibration_s", "a positive number"),
+    ("results-v1", [*SAMPLE, "calibration_s"], "calibration_s", "a positive number"),
 ]
 
 
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The golden baseline and results files, and the baseline file written as version 2."""
+    folder = tmp_path_factory.mktemp("version-2")
+    return {
+        "baseline-v1": BASELINE,
+        "results-v1": SAVE,
+        "baseline-v2": rewritten(BASELINE, folder / BASELINE.name),
+    }
+
+
 @pytest.mark.parametrize(
-    ("source", "path", "shown", "expected", "number"),
+    ("kind", "path", "shown", "expected", "number"),
     [
-        pytest.param(*field, number, id=f"{field[0].name}-{field[2]}-{number[:8]}")
+        pytest.param(*field, number, id=f"{field[0]}-{field[2]}-{number[:8]}")
         for field in NUMBER_FIELDS
         for number in BAD_NUMBERS
         if not (number == "0" and "at least 0" in field[3])  # a zero count is a count
+        and (field[0] != "baseline-v2" or number in VERSION_2_NUMBERS)
     ],
 )
 def test_a_bad_number_is_refused_naming_the_file_the_field_and_the_value(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
-    source: Path,
+    sources: dict[str, Path],
+    kind: str,
     path: list[str | int],
     shown: str,
     expected: str,
@@ -628,6 +718,7 @@ def test_a_bad_number_is_refused_naming_the_file_the_field_and_the_value(
     gate and the commands; NaN and negative values passed (-4973 images/s). Each is refused
     when the file is read: the commands exit 2 with one line, the gate fails the benchmarks
     that need the file with the same words."""
+    source = sources[kind]
     bad = with_number(source, tmp_path, path, number)
     problem = f".{shown}: expected {expected}, found {BAD_NUMBERS[number]}"
     for command in (["show"], ["epoch"], ["compare", str(source)]):
@@ -636,9 +727,7 @@ def test_a_bad_number_is_refused_naming_the_file_the_field_and_the_value(
         assert err.startswith(f"cnnperf {command[0]}: {bad}: it is ")
         assert problem in err
         assert len(err.splitlines()) == 1, err
-    if source is BASELINE:
-        from pytest_cnnperf.baseline import BaselineFileError, BaselineStore
-
+    if kind.startswith("baseline"):
         with pytest.raises(BaselineFileError) as caught:
             BaselineStore(tmp_path).load(bad)
         assert str(caught.value).startswith(f"baseline file {bad} cannot be used: it is malformed")

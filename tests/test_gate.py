@@ -3,51 +3,32 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import pytest
-from factories import ENV
+from factories import ENV, result
 
-from pytest_cnnperf import explain, gate
-from pytest_cnnperf.policy import CPU
-from pytest_cnnperf.results import (
-    BaselineEntry,
-    BenchConfig,
-    Decision,
-    DeviceHealth,
-    Measurement,
-    MemoryPeak,
-    Sample,
-    Verdict,
-)
+from pytest_cnnperf.gate.decide import decide, wants_more_samples
+from pytest_cnnperf.gate.policy import CPU, GateSettings
+from pytest_cnnperf.model import Decision, DeviceHealth, Environment, Result, Verdict
 
-SETTINGS = gate.GateSettings(
-    CPU.gate, throughput_threshold=0.10, memory_threshold=0.05, strict=False
-)
+SETTINGS = GateSettings(CPU.gate, throughput_threshold=0.10, memory_threshold=0.05, strict=False)
 STRICT = dataclasses.replace(SETTINGS, strict=True)
 
 
 def notes(decision: Decision) -> list[str]:
     """The decision's reasons as the reader gets them."""
-    return [explain.reason_text(reason) for reason in decision.reasons]
+    return [str(reason) for reason in decision.reasons]
 
 
 def times(n: int, center: float, seed: int, spread: float = 0.02) -> list[float]:
     return list(center * np.exp(np.random.default_rng(seed).normal(0, spread, n)))
 
 
-def baseline(
-    steps: list[float], calibration: float = 1e-3, memory: int = 100 << 20
-) -> BaselineEntry:
-    return BaselineEntry(
-        recorded="2026-11-30T00:00:00Z",
-        config=BenchConfig(kind="train_step", model="m", batch_size=8, image_size=(64, 64)),
-        environment=ENV,
-        items_per_step=8,
-        step_time_s=tuple(steps),
-        calibration_s=tuple([calibration] * len(steps)),
-        peak_allocated_bytes=tuple([memory] * len(steps)),
-    )
+def baseline(steps: list[float], calibration: float = 1e-3, memory: int = 100 << 20) -> Result:
+    """A baseline entry: one sample per step time."""
+    return result(steps, calibration=calibration, memory=memory).as_baseline()
 
 
 def measurement(
@@ -55,22 +36,13 @@ def measurement(
     calibration: float = 1e-3,
     memory: int = 100 << 20,
     health: DeviceHealth | None = None,
-) -> Measurement:
-    samples = tuple(
-        Sample(
-            step_time_s=t,
-            step_times_s=(t,),
-            phases={},
-            cold_step_s=t * 3,
-            warmup_steps=5,
-            warmup_steady=True,
-            calibration_s=calibration,
-            memory=MemoryPeak(memory, None, "cpu-profiler"),
-            health=health,
-        )
-        for t in steps
-    )
-    return Measurement(items_per_step=8, samples=samples)
+    environment: Environment = ENV,
+    **fields: Any,
+) -> Result:
+    """A fresh measurement to gate: one sample per step time (``fields`` sets more fields of
+    every sample)."""
+    measured = result(steps, calibration=calibration, memory=memory, health=health, **fields)
+    return dataclasses.replace(measured, environment=environment)
 
 
 BASE = baseline(times(12, 0.040, seed=1))
@@ -78,13 +50,16 @@ BASE = baseline(times(12, 0.040, seed=1))
 
 def test_no_baseline_is_new_and_fails_only_in_strict_mode() -> None:
     m = measurement(times(6, 0.040, seed=2))
-    assert gate.decide(m, ENV, None, SETTINGS).verdict is Verdict.NEW
-    assert not gate.decide(m, ENV, None, SETTINGS).failed
-    assert gate.decide(m, ENV, None, STRICT).failed
+    assert decide(m, None, SETTINGS).verdict is Verdict.NEW
+    assert not decide(m, None, SETTINGS).failed
+    assert decide(m, None, STRICT).failed
+    assert notes(decide(m, None, SETTINGS, elsewhere=("nvidia-h200",))) == [
+        "no baseline for cpu-test-2t; baselines of it exist for nvidia-h200"
+    ]
 
 
 def test_the_same_speed_is_ok() -> None:
-    decision = gate.decide(measurement(times(6, 0.040, seed=2)), ENV, BASE, SETTINGS)
+    decision = decide(measurement(times(6, 0.040, seed=2)), BASE, SETTINGS)
     assert decision.verdict is Verdict.OK
     assert not decision.failed
     assert decision.throughput is not None
@@ -92,7 +67,7 @@ def test_the_same_speed_is_ok() -> None:
 
 
 def test_a_large_slowdown_regresses_and_fails() -> None:
-    decision = gate.decide(measurement(times(6, 0.050, seed=2)), ENV, BASE, SETTINGS)
+    decision = decide(measurement(times(6, 0.050, seed=2)), BASE, SETTINGS)
     assert decision.verdict is Verdict.REGRESSED
     assert decision.failed
     assert decision.throughput is not None
@@ -102,29 +77,27 @@ def test_a_large_slowdown_regresses_and_fails() -> None:
 
 
 def test_a_large_speedup_is_an_improvement_and_passes() -> None:
-    decision = gate.decide(measurement(times(6, 0.030, seed=2)), ENV, BASE, SETTINGS)
+    decision = decide(measurement(times(6, 0.030, seed=2)), BASE, SETTINGS)
     assert decision.verdict is Verdict.IMPROVED
     assert not decision.failed
 
 
 def test_a_slowdown_below_the_threshold_is_not_a_regression() -> None:
-    decision = gate.decide(measurement(times(6, 0.0416, seed=2)), ENV, BASE, SETTINGS)
+    decision = decide(measurement(times(6, 0.0416, seed=2)), BASE, SETTINGS)
     assert decision.verdict in (Verdict.OK, Verdict.INCONCLUSIVE)
 
 
 def test_noise_larger_than_the_threshold_is_inconclusive_and_fails_in_strict_mode() -> None:
     noisy = baseline(times(12, 0.040, seed=1, spread=0.3))
     current = measurement(times(6, 0.040, seed=2, spread=0.3))
-    assert gate.decide(current, ENV, noisy, SETTINGS).verdict is Verdict.INCONCLUSIVE
-    assert not gate.decide(current, ENV, noisy, SETTINGS).failed
-    assert gate.decide(current, ENV, noisy, STRICT).failed
+    assert decide(current, noisy, SETTINGS).verdict is Verdict.INCONCLUSIVE
+    assert not decide(current, noisy, SETTINGS).failed
+    assert decide(current, noisy, STRICT).failed
 
 
 def test_a_slightly_slower_machine_is_allowed_for() -> None:
     """The machine ran 6% slower (calibration) and so did the benchmark: ok, and said so."""
-    decision = gate.decide(
-        measurement(times(6, 0.0424, seed=2), calibration=1.06e-3), ENV, BASE, SETTINGS
-    )
+    decision = decide(measurement(times(6, 0.0424, seed=2), calibration=1.06e-3), BASE, SETTINGS)
     assert decision.verdict is Verdict.OK
     assert decision.throughput is not None
     assert decision.throughput.raw_change == pytest.approx(0.05, abs=0.03)
@@ -138,9 +111,7 @@ def test_a_slightly_slower_machine_is_allowed_for() -> None:
 def test_a_slower_machine_gives_inconclusive_not_a_regression() -> None:
     """15% slower in the calibration, 15% slower in the benchmark: all of the machine's drift
     explains it, none of it would make it a regression; the gate cannot tell which."""
-    decision = gate.decide(
-        measurement(times(6, 0.046, seed=2), calibration=1.15e-3), ENV, BASE, SETTINGS
-    )
+    decision = decide(measurement(times(6, 0.046, seed=2), calibration=1.15e-3), BASE, SETTINGS)
     assert decision.verdict is Verdict.INCONCLUSIVE
     assert not decision.failed
     assert (
@@ -154,9 +125,7 @@ def test_a_slower_machine_gives_inconclusive_not_a_regression() -> None:
 def test_a_faster_machine_is_allowed_for() -> None:
     """12% faster in the calibration and in the benchmark: ok, though twice the drift would
     have made it a regression (a hidden regression that large is the rarer risk)."""
-    decision = gate.decide(
-        measurement(times(6, 0.0352, seed=2), calibration=0.88e-3), ENV, BASE, SETTINGS
-    )
+    decision = decide(measurement(times(6, 0.0352, seed=2), calibration=0.88e-3), BASE, SETTINGS)
     assert decision.verdict is Verdict.OK
     assert (
         "the machine ran 14% faster than when the baseline was recorded; throughput compared "
@@ -168,25 +137,19 @@ def test_a_faster_machine_does_not_make_an_unchanged_benchmark_a_regression() ->
     """The calibration ran 12% faster, the benchmark as before (its work gained nothing from
     what sped the machine up): as measured it is ok, allowing for the drift it looks 12%
     slower. Not a regression."""
-    decision = gate.decide(
-        measurement(times(6, 0.040, seed=2), calibration=0.88e-3), ENV, BASE, SETTINGS
-    )
+    decision = decide(measurement(times(6, 0.040, seed=2), calibration=0.88e-3), BASE, SETTINGS)
     assert decision.verdict is Verdict.INCONCLUSIVE
     assert not decision.failed
 
 
 def test_a_regression_on_a_slower_machine_is_still_caught() -> None:
-    decision = gate.decide(
-        measurement(times(6, 0.060, seed=2), calibration=1.15e-3), ENV, BASE, SETTINGS
-    )
+    decision = decide(measurement(times(6, 0.060, seed=2), calibration=1.15e-3), BASE, SETTINGS)
     assert decision.verdict is Verdict.REGRESSED
 
 
 def test_a_loaded_machine_gives_no_verdict() -> None:
     """Twice as slow, calibration too: how much of it the load explains is unknown."""
-    decision = gate.decide(
-        measurement(times(6, 0.085, seed=2), calibration=2e-3), ENV, BASE, SETTINGS
-    )
+    decision = decide(measurement(times(6, 0.085, seed=2), calibration=2e-3), BASE, SETTINGS)
     assert decision.verdict is Verdict.INCONCLUSIVE
     assert not decision.failed
     assert any(
@@ -195,37 +158,38 @@ def test_a_loaded_machine_gives_no_verdict() -> None:
 
 
 def test_a_huge_regression_shows_even_on_a_loaded_machine() -> None:
-    decision = gate.decide(
-        measurement(times(6, 0.400, seed=2), calibration=1.5e-3), ENV, BASE, SETTINGS
-    )
+    decision = decide(measurement(times(6, 0.400, seed=2), calibration=1.5e-3), BASE, SETTINGS)
     assert decision.verdict is Verdict.REGRESSED
 
 
 def test_a_software_change_is_reported_and_not_calibrated_away() -> None:
     """After a torch upgrade the calibration itself may have changed: no allowance then."""
     upgraded = dataclasses.replace(ENV, torch="2.15.0")
-    decision = gate.decide(
-        measurement(times(6, 0.046, seed=2), calibration=1.15e-3), upgraded, BASE, SETTINGS
+    decision = decide(
+        measurement(times(6, 0.046, seed=2), calibration=1.15e-3, environment=upgraded),
+        BASE,
+        SETTINGS,
     )
     assert decision.environment_changes == ("torch 2.14.1 -> 2.15.0",)
     assert decision.verdict is not Verdict.OK
-    assert gate.decide(measurement(times(6, 0.040, seed=2)), upgraded, BASE, STRICT).failed
-    assert not gate.decide(measurement(times(6, 0.040, seed=2)), upgraded, BASE, SETTINGS).failed
+    same = measurement(times(6, 0.040, seed=2), environment=upgraded)
+    assert decide(same, BASE, STRICT).failed
+    assert not decide(same, BASE, SETTINGS).failed
 
 
 def test_memory_growth_regresses_and_shrinking_improves() -> None:
-    grown = gate.decide(measurement(times(6, 0.040, seed=2), memory=110 << 20), ENV, BASE, SETTINGS)
+    grown = decide(measurement(times(6, 0.040, seed=2), memory=110 << 20), BASE, SETTINGS)
     assert grown.verdict is Verdict.REGRESSED
     assert grown.memory is not None
     assert grown.memory.change == pytest.approx(0.10)
-    small = gate.decide(measurement(times(6, 0.040, seed=2), memory=80 << 20), ENV, BASE, SETTINGS)
+    small = decide(measurement(times(6, 0.040, seed=2), memory=80 << 20), BASE, SETTINGS)
     assert small.memory is not None
     assert small.memory.verdict is Verdict.IMPROVED
 
 
 def test_memory_within_slack_is_never_a_regression() -> None:
     tiny = baseline(times(12, 0.040, seed=1), memory=10_000)
-    decision = gate.decide(measurement(times(6, 0.040, seed=2), memory=20_000), ENV, tiny, SETTINGS)
+    decision = decide(measurement(times(6, 0.040, seed=2), memory=20_000), tiny, SETTINGS)
     assert decision.memory is not None
     assert decision.memory.verdict is Verdict.OK
 
@@ -242,26 +206,26 @@ def test_an_untrustworthy_gpu_turns_a_regression_inconclusive() -> None:
         (),
         ("GPU clocks were throttled (HwThermalSlowdown)",),
     )
-    decision = gate.decide(
-        measurement(times(6, 0.050, seed=2), health=throttled), ENV, BASE, SETTINGS
-    )
+    decision = decide(measurement(times(6, 0.050, seed=2), health=throttled), BASE, SETTINGS)
     assert decision.verdict is Verdict.INCONCLUSIVE
     assert any("untrustworthy GPU state: GPU clocks were throttled" in n for n in notes(decision))
 
 
 def test_more_samples_are_taken_before_declaring_a_throughput_verdict() -> None:
-    slow = gate.decide(measurement(times(6, 0.050, seed=2)), ENV, BASE, SETTINGS)
-    same = gate.decide(measurement(times(6, 0.040, seed=2)), ENV, BASE, SETTINGS)
-    grown = gate.decide(measurement(times(6, 0.040, seed=2), memory=110 << 20), ENV, BASE, SETTINGS)
-    assert gate.wants_more_samples(slow)
-    assert not gate.wants_more_samples(same)
-    assert not gate.wants_more_samples(grown)
+    slow = decide(measurement(times(6, 0.050, seed=2)), BASE, SETTINGS)
+    same = decide(measurement(times(6, 0.040, seed=2)), BASE, SETTINGS)
+    grown = decide(measurement(times(6, 0.040, seed=2), memory=110 << 20), BASE, SETTINGS)
+    assert wants_more_samples(slow)
+    assert not wants_more_samples(same)
+    assert not wants_more_samples(grown)
 
 
-def disturb(m: Measurement, count: int, **changes: object) -> Measurement:
-    """``m`` with its first ``count`` samples changed."""
-    samples = [dataclasses.replace(s, **changes) for s in m.samples[:count]]  # type: ignore[arg-type]
-    return Measurement(items_per_step=8, samples=(*samples, *m.samples[count:]))
+def disturb(r: Result, count: int, **changes: Any) -> Result:
+    """``r`` with the first ``count`` samples of its measurement changed."""
+    m = r.measured
+    samples = [dataclasses.replace(s, **changes) for s in m.samples[:count]]
+    changed = dataclasses.replace(m, samples=(*samples, *m.samples[count:]))
+    return dataclasses.replace(r, measurement=changed)
 
 
 ERRATIC = {"step_times_s": (0.04, 0.3, 0.05, 0.9, 0.06, 1.2), "step_time_s": 0.3}
@@ -271,17 +235,17 @@ def test_a_regression_must_show_in_the_samples_the_machine_did_not_disturb() -> 
     """Most samples with wildly varying steps (another process competing for the cores): the
     slowdown they show is the machine's, not the code's."""
     busy = disturb(measurement(times(6, 0.040, seed=2)), 5, **ERRATIC)
-    decision = gate.decide(busy, ENV, BASE, SETTINGS)
+    decision = decide(busy, BASE, SETTINGS)
     assert decision.verdict is Verdict.INCONCLUSIVE
     assert (
         "the machine was busy: 5 of 6 samples had erratic step times, a slow calibration or threads kept waiting for the CPU, and the other one alone does not show a regression: no throughput verdict; re-run it when the machine is quieter"
         in notes(decision)
     )
     # more samples may be quiet
-    assert gate.wants_more_samples(decision)
+    assert wants_more_samples(decision)
     # a real slowdown shows in the quiet samples too
     slower = disturb(measurement(times(6, 0.060, seed=2)), 3, **ERRATIC)
-    decision = gate.decide(slower, ENV, BASE, SETTINGS)
+    decision = decide(slower, BASE, SETTINGS)
     assert decision.verdict is Verdict.REGRESSED
     assert (
         "3 of 6 samples had erratic step times, a slow calibration or threads kept waiting for the CPU; the other 3 alone show the regression"
@@ -294,7 +258,7 @@ def test_erratic_steps_are_no_disturbance_where_the_cpu_time_denied_is_measured(
     without it are the benchmark's own (its threads waiting for each other)."""
     uneven = disturb(measurement(times(6, 0.060, seed=2)), 6, cpu_contention=0.0)
     uneven = disturb(uneven, 5, step_times_s=(0.03, 0.06, 0.03, 0.06, 0.03, 0.06))
-    decision = gate.decide(uneven, ENV, BASE, SETTINGS)
+    decision = decide(uneven, BASE, SETTINGS)
     assert decision.verdict is Verdict.REGRESSED
     assert not any("samples had" in note for note in notes(decision))
 
@@ -303,30 +267,30 @@ def test_steady_contention_for_the_cores_gives_no_regression() -> None:
     """Another process on one core of two: the steps are twice as slow but steady, and the short
     calibration does not notice; the samples' CPU accounting does."""
     contended = disturb(measurement(times(6, 0.080, seed=2)), 6, cpu_contention=0.5)
-    decision = gate.decide(contended, ENV, BASE, SETTINGS)
+    decision = decide(contended, BASE, SETTINGS)
     assert decision.verdict is Verdict.INCONCLUSIVE
     assert not decision.failed
     assert any(
         "6 of 6 samples" in n and "so none can show a regression" in n for n in notes(decision)
     )
     # every sample as disturbed as these: more would not help
-    assert not gate.wants_more_samples(decision)
+    assert not wants_more_samples(decision)
     # threads that barely waited were not competing
     quiet = disturb(measurement(times(6, 0.080, seed=2)), 6, cpu_contention=0.05)
-    assert gate.decide(quiet, ENV, BASE, SETTINGS).verdict is Verdict.REGRESSED
+    assert decide(quiet, BASE, SETTINGS).verdict is Verdict.REGRESSED
 
 
 def test_a_busy_machine_can_only_slow_a_benchmark_so_ok_and_improved_stand() -> None:
     same = disturb(measurement(times(6, 0.040, seed=2)), 6, cpu_contention=0.5)
-    decision = gate.decide(same, ENV, BASE, SETTINGS)
+    decision = decide(same, BASE, SETTINGS)
     assert decision.verdict is Verdict.OK
     assert any(n.startswith("the machine was busy: 6 of 6 samples") for n in notes(decision))
     faster = disturb(measurement(times(6, 0.030, seed=2)), 6, cpu_contention=0.5)
-    assert gate.decide(faster, ENV, BASE, SETTINGS).verdict is Verdict.IMPROVED
+    assert decide(faster, BASE, SETTINGS).verdict is Verdict.IMPROVED
 
 
 def test_throughput_is_reported_in_items_per_second() -> None:
-    decision = gate.decide(measurement(times(6, 0.040, seed=2)), ENV, BASE, SETTINGS)
+    decision = decide(measurement(times(6, 0.040, seed=2)), BASE, SETTINGS)
     assert decision.throughput is not None
     assert decision.throughput.baseline == pytest.approx(8 / 0.040, rel=0.05)
 
@@ -337,14 +301,13 @@ def test_a_changed_calibration_unit_is_compared_as_measured_with_a_note() -> Non
     seems three times slower is no reason to call a 20% slowdown ok; throughput as measured."""
     cuda = dataclasses.replace(ENV, device="cuda:0", machine="nvidia-h200")
     base = dataclasses.replace(baseline(times(12, 0.040, seed=1), 1e-4), environment=cuda)
-    current = measurement(times(6, 0.050, seed=2), calibration=1.6e-3)
-    current = dataclasses.replace(
-        current,
-        samples=tuple(
-            dataclasses.replace(s, calibration_unit="cuda-mm-fp16-4096x8") for s in current.samples
-        ),
+    current = measurement(
+        times(6, 0.050, seed=2),
+        calibration=1.6e-3,
+        environment=cuda,
+        calibration_unit="cuda-mm-fp16-4096x8",
     )
-    decision = gate.decide(current, cuda, base, SETTINGS)
+    decision = decide(current, base, SETTINGS)
     assert decision.verdict is Verdict.REGRESSED
     assert decision.machine_speed is None
     assert decision.throughput is not None
@@ -360,13 +323,9 @@ def test_a_changed_calibration_unit_is_compared_as_measured_with_a_note() -> Non
 def test_an_unstamped_cpu_baseline_has_the_cpu_unit_of_today() -> None:
     """The CPU's calibration did not change when units got ids: old CPU baselines still allow
     for the machine's speed."""
-    current = measurement(times(6, 0.0424, seed=2), calibration=1.06e-3)
-    current = dataclasses.replace(
-        current,
-        samples=tuple(
-            dataclasses.replace(s, calibration_unit="cpu-convnet-v1") for s in current.samples
-        ),
+    current = measurement(
+        times(6, 0.0424, seed=2), calibration=1.06e-3, calibration_unit="cpu-convnet-v1"
     )
-    decision = gate.decide(current, ENV, BASE, SETTINGS)
+    decision = decide(current, BASE, SETTINGS)
     assert decision.machine_speed == pytest.approx(1.06)
     assert not any("calibration workload changed" in note for note in notes(decision))

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_cnnperf import stats
+from pytest_cnnperf.gate import stats
 
 
 def lognormal(n: int, center: float, spread: float, seed: int) -> list[float]:

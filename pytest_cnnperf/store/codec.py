@@ -40,7 +40,7 @@ def kind_of(data: object) -> str:
     if data is None:
         return "null"
     if isinstance(data, (dict, list)):
-        return "an empty list" if data == [] else type(data).__name__
+        return type(data).__name__
     return f"{type(data).__name__} {data!r}"
 
 
@@ -109,7 +109,8 @@ class Checked(Codec):
         else:
             value = self.inner.load(data, path)
         if not self.check.accepts(value):
-            raise DataError(f"{path}: expected {self.check.what}, found {_found(data)}")
+            found = "an empty list" if data == [] else _found(data)  # a list that needs values
+            raise DataError(f"{path}: expected {self.check.what}, found {found}")
         return value
 
 
