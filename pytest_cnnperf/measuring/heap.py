@@ -1,10 +1,10 @@
 """Keep glibc's heap from being handed back to the kernel between training steps.
 
-A train step with ``zero_grad(set_to_none=True)`` frees its gradients and allocates them again
-in backward; glibc's self-raising trim threshold decides, from everything the process allocated
-before, whether that memory is handed back to the kernel and faulted in again each step, which
-moves the step time by several percent from one process to the next (figures in the manual's
-validation page). Fixed thresholds end the lottery: every step reuses the memory the previous one freed, as it does
+A train step with ``zero_grad(set_to_none=True)`` frees its gradients and allocates them again in
+backward; glibc's self-raising trim threshold decides, from everything the process allocated before,
+whether that memory is handed back to the kernel and faulted in again each step, which moves the
+step time by several percent from one process to the next (figures in the manual's validation page).
+Fixed thresholds end the lottery: every step reuses the memory the previous one freed, as it does
 under jemalloc or tcmalloc or with ``MALLOC_TRIM_THRESHOLD_`` set. Blocks above 32 MiB are still
 mapped and unmapped every step, as glibc always does for them (its dynamic threshold stops there).
 """

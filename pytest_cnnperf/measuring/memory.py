@@ -14,25 +14,15 @@ too coarse to gate on.
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import gc
-import os
-import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..model import MemoryPeak
+from .profile import quiet_native_stderr
 from .workload import Workload
-
-#: lines the profiler's native logger prints that say nothing to a benchmark's reader
-_PROFILER_CHATTER = (
-    "USDT:",
-    "profiler_start",
-    "profiler_stop",
-    "gpuGetDeviceCount",
-    "Memory block of unknown size",
-)
 
 
 def cuda_peak(workload: Workload, device: Any, steps: int) -> MemoryPeak:
@@ -49,11 +39,14 @@ def cuda_peak(workload: Workload, device: Any, steps: int) -> MemoryPeak:
             run()
     torch.cuda.synchronize(device)
     stats = torch.cuda.memory_stats(device)
-    return MemoryPeak(
-        allocated_bytes=int(stats.get("allocated_bytes.all.peak", 0)),
-        reserved_bytes=int(stats.get("reserved_bytes.all.peak", 0)),
-        source="cuda-allocator",
-        alloc_retries=int(stats.get("num_alloc_retries", 0)) - int(retries_before),
+    return _with_parts(
+        MemoryPeak(
+            allocated_bytes=int(stats.get("allocated_bytes.all.peak", 0)),
+            reserved_bytes=int(stats.get("reserved_bytes.all.peak", 0)),
+            source="cuda-allocator",
+            alloc_retries=int(stats.get("num_alloc_retries", 0)) - int(retries_before),
+        ),
+        workload,
     )
 
 
@@ -66,7 +59,7 @@ def cpu_peak(workload: Workload, steps: int) -> MemoryPeak:
     workload.settle()
     gc.collect()
     rss_reset = _reset_peak_rss()
-    quiet = _quiet_native_stderr()
+    quiet = quiet_native_stderr()
     with quiet, profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         for _ in range(max(2, steps)):
             with record_function(_STEP_LABEL):
@@ -81,10 +74,21 @@ def cpu_peak(workload: Workload, steps: int) -> MemoryPeak:
             windows.append((event.start_ns(), event.start_ns() + event.duration_ns()))
     memory.sort()
     windows.sort()
-    return MemoryPeak(
+    peak = MemoryPeak(
         allocated_bytes=workload.static_bytes() + _peak_alive(memory, windows[1:]),
         reserved_bytes=_peak_rss() if rss_reset else None,
         source="cpu-profiler",
+    )
+    return _with_parts(peak, workload)
+
+
+def _with_parts(peak: MemoryPeak, workload: Workload) -> MemoryPeak:
+    """The peak with what it holds for certain: weights, gradients, optimizer state."""
+    if workload.state_bytes is None:
+        return peak
+    weights, gradients, optimizer = workload.state_bytes()
+    return dataclasses.replace(
+        peak, parameters_bytes=weights, gradients_bytes=gradients, optimizer_bytes=optimizer
     )
 
 
@@ -120,29 +124,3 @@ def _peak_rss() -> int | None:
     except OSError:
         pass
     return None
-
-
-@contextlib.contextmanager
-def _quiet_native_stderr() -> Iterator[None]:
-    """Hold back what native code writes to file descriptor 2 while profiling, and pass on
-    the lines that are not the profiler's start/stop chatter."""
-    try:
-        saved = os.dup(2)
-    except OSError:
-        yield
-        return
-    with tempfile.TemporaryFile(mode="w+b") as sink:
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            sink.seek(0)
-            kept = [
-                line
-                for line in sink.read().decode(errors="replace").splitlines()
-                if line.strip() and not any(c in line for c in _PROFILER_CHATTER)
-            ]
-            if kept:
-                os.write(2, ("\n".join(kept) + "\n").encode())

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model import DeviceHealth, Environment, Peak, Sample, StepFlops
-from . import calibration, compiled, cpuload, energy, environment, flops, memory, nvml
+from . import calibration, compiled, cpuload, energy, environment, flops, memory, nvml, profile
 from .peak import find as find_peak
 from .peak_table import PeakSetting
 from .timing import Clock, CpuClock, CudaClock, TimingPolicy, time_steps
@@ -44,11 +44,14 @@ def take_sample(
     ignore_pids: frozenset[int] = frozenset(),
     clock: Clock | None = None,
     flops_pass: bool = False,
+    profile_pass: bool = False,
+    trace: str | None = None,
 ) -> tuple[Sample, Environment]:
     """Measure one sample of ``workload`` on ``device``. ``memory_pass``: also measure peak
     memory; ``ignore_pids``: our own processes, which NVML must not count as other users of
     the GPU; ``flops_pass``: also count the step's FLOPs and find the device's peak (once per
-    benchmark: they do not vary)."""
+    benchmark: they do not vary); ``profile_pass``: also profile the step's operators, last,
+    and write the profiled steps as a Chrome trace to ``trace`` when given."""
     policy = plan.timing
     cuda = device.type == "cuda"
     clock = clock or clock_for(device)
@@ -77,6 +80,12 @@ def take_sample(
     health: DeviceHealth | None = nvml.assess(readings)
     counted, device_peak = _efficiency(workload, device, plan) if flops_pass else (None, None)
     used = probe.energy(workload.items_per_step * len(timed.step_times_s)) if probe else None
+    operators, profile_error = None, None
+    if profile_pass:
+        try:
+            operators = profile.profile_steps(workload, device, clock, trace)
+        except profile.ProfileFailed as exc:
+            profile_error = str(exc)
     sample = Sample(
         step_time_s=timed.step_time_s,
         step_times_s=timed.step_times_s,
@@ -93,6 +102,8 @@ def take_sample(
         calibration_unit=calibration_unit,
         flops=counted,
         parameters=_parameters(workload.model),
+        profile=operators,
+        profile_error=profile_error,
         peak=device_peak,
         energy=used,
     )

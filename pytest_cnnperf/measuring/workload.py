@@ -32,6 +32,9 @@ class Workload:
     #: bring the workload to a step boundary where the step's own tensors are gone (gradients
     #: set to None), so that a memory pass can see everything a step allocates
     settle: Callable[[], None] = field(default=lambda: None)
+    #: bytes of the weights, of their gradients and of the optimizer's state (``None``: a step
+    #: of the user's own, whose tensors are not known)
+    state_bytes: Callable[[], tuple[int, int, int]] | None = None
     model: Any = None
     #: compiled benchmarks: the compiled functions and the watch over their steps
     compiled: Compiled | None = None
@@ -206,6 +209,14 @@ def build_train(model: Any, spec: TrainSpec, device: Any) -> Workload:
     def settle() -> None:
         optimizer.zero_grad(set_to_none=True)
 
+    def state_bytes() -> tuple[int, int, int]:
+        weights = _storage_bytes(module.parameters())
+        grads = sum(p.nbytes for p in module.parameters() if p.requires_grad)
+        state = _storage_bytes(
+            v for value in optimizer.state.values() for v in value.values() if torch.is_tensor(v)
+        )
+        return weights, grads, state
+
     compute_loss: Callable[[Any, Any], Any] = loss_of
     step_optimizer: Callable[[], None] = optimizer_step
     phases: list[Phase] = [("forward", forward), ("backward", backward), ("optimizer", step)]
@@ -242,6 +253,7 @@ def build_train(model: Any, spec: TrainSpec, device: Any) -> Workload:
         static_bytes=static_bytes,
         # a captured step refills its gradients in place: they must stay
         settle=_nothing if spec.cuda_graphs else settle,
+        state_bytes=state_bytes,
         model=model,
         compiled=compiled,
         precision=spec.amp or "fp32",
@@ -277,6 +289,9 @@ def build_inference(model: Any, spec: InferenceSpec, device: Any) -> Workload:
     def static_bytes() -> int:
         return _storage_bytes(iter([*model.parameters(), *model.buffers(), images]))
 
+    def state_bytes() -> tuple[int, int, int]:
+        return _storage_bytes(model.parameters()), 0, 0
+
     phases: list[Phase] = [("forward", forward)]
     if compiled:
         phases = compiled.phases(phases)
@@ -288,6 +303,7 @@ def build_inference(model: Any, spec: InferenceSpec, device: Any) -> Workload:
         phases=phases,
         items_per_step=spec.batch_size,
         static_bytes=static_bytes,
+        state_bytes=state_bytes,
         model=model,
         compiled=compiled,
         precision=spec.amp or "fp32",

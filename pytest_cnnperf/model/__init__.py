@@ -16,7 +16,9 @@ from .decision import (
     MachineDrift,
     NewGraphBreaks,
     NoBaseline,
+    NoProfile,
     NotSaved,
+    ProfileFailed,
     Reason,
     Recompiled,
     Remark,
@@ -26,6 +28,7 @@ from .decision import (
     UntrustworthyGpu,
     Verdict,
 )
+from .profile import Attribution, OperatorChange, OperatorTime, Profile
 from .result import Headline, Result, ResultsFile
 from .sample import (
     Compilation,
@@ -41,6 +44,7 @@ from .sample import (
 )
 
 __all__ = [
+    "Attribution",
     "BenchConfig",
     "CalibrationChanged",
     "Comparison",
@@ -64,9 +68,14 @@ __all__ = [
     "MemoryPeak",
     "NewGraphBreaks",
     "NoBaseline",
+    "NoProfile",
     "NotSaved",
+    "OperatorChange",
+    "OperatorTime",
     "OptionValue",
     "Peak",
+    "Profile",
+    "ProfileFailed",
     "Reason",
     "Recompiled",
     "Remark",

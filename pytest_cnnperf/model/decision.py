@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from . import units
+from .profile import Attribution
 from .sample import GraphBreak
 from .values import Count, NonNegative, Positive
 
@@ -391,6 +392,30 @@ class Creep(Because):
 
 
 @dataclass(frozen=True)
+class NoProfile(Because):
+    """The baseline has no operator profile to say which operators changed against."""
+
+    kind = "no-profile"
+
+    def __str__(self) -> str:
+        return (
+            "the baseline has no operator profile, so the operators that changed are not named; "
+            "record it again (--cnnperf-save) to keep one"
+        )
+
+
+@dataclass(frozen=True)
+class ProfileFailed(Because):
+    """Profiling the benchmark's operators failed: it costs the benchmark its attribution only."""
+
+    kind = "profile-failed"
+    error: str
+
+    def __str__(self) -> str:
+        return f"the operators could not be profiled ({self.error}), so none are named"
+
+
+@dataclass(frozen=True)
 class NotSaved(Because):
     """The benchmark's baseline was measured but not written (the run was interrupted, or its
     file could not be saved)."""
@@ -433,6 +458,8 @@ Reason = (
     | SlowerCompile
     | CudaGraphsSkipped
     | Creep
+    | NoProfile
+    | ProfileFailed
     | NotSaved
     | Remark
 )
@@ -463,6 +490,8 @@ class Decision:
     remeasure: bool = False
     #: compiled benchmarks: graph breaks, recompiles and compile time against the baseline
     compile: CompileComparison | None = None
+    #: which operators account for the change (regressed or improved verdicts)
+    attribution: Attribution | None = None
 
     @property
     def creep(self) -> Reason | None:

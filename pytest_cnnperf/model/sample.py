@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated
 
+from .profile import Profile
 from .values import NONEMPTY, Bytes, Count, NonNegative, Positive, PositiveInt, Seconds
 
 
@@ -63,6 +64,19 @@ class MemoryPeak:
     reserved_bytes: Bytes | None
     source: str
     alloc_retries: Count | None = None
+    #: what the peak holds for certain: the weights, their gradients and the optimizer's state
+    #: (``None`` where the step has no model or optimizer of ours, or in older files)
+    parameters_bytes: Bytes | None = None
+    gradients_bytes: Bytes | None = None
+    optimizer_bytes: Bytes | None = None
+
+    @property
+    def rest_bytes(self) -> int | None:
+        """The rest of the peak: activations, workspaces, the batch."""
+        parts = (self.parameters_bytes, self.gradients_bytes, self.optimizer_bytes)
+        if any(p is None for p in parts):
+            return None
+        return max(0, self.allocated_bytes - sum(p or 0 for p in parts))
 
 
 @dataclass(frozen=True)
@@ -270,6 +284,10 @@ class Sample:
     energy: Energy | None = None
     #: the model's parameters, trainable or not (``None``: a ``measure()`` step has no model)
     parameters: Count | None = None
+    #: where the step's time and memory go, operator by operator (in one sample of a
+    #: benchmark); why there is none when profiling failed
+    profile: Profile | None = None
+    profile_error: str | None = None
 
     def without_steps(self) -> Sample:
         """The sample as a baseline keeps it: each phase's median instead of its steps."""
@@ -461,6 +479,23 @@ class Measurement:
     @property
     def parameters(self) -> int | None:
         return next((s.parameters for s in self.samples if s.parameters is not None), None)
+
+    @property
+    def profile(self) -> Profile | None:
+        """The operator profile (taken in one sample)."""
+        return next((s.profile for s in self.samples if s.profile), None)
+
+    @property
+    def profile_error(self) -> str | None:
+        return next((s.profile_error for s in self.samples if s.profile_error), None)
+
+    @property
+    def memory(self) -> MemoryPeak | None:
+        """The memory pass of the median peak, with its breakdown."""
+        peaks = sorted(
+            (s.memory for s in self.samples if s.memory), key=lambda m: m.allocated_bytes
+        )
+        return peaks[(len(peaks) - 1) // 2] if peaks else None
 
     @property
     def scaling_efficiency(self) -> float | None:

@@ -1,0 +1,146 @@
+"""Where a step's time and memory go, operator by operator, and what changed between two runs.
+
+A :class:`Profile` is taken in a pass of its own after a sample's timed steps (like the memory
+pass): a few steady steps under ``torch.profiler``, each operator's time per step (on CUDA the
+device time of the kernels it launched, on the CPU its own time, children excluded), how much it
+varied from step to step, and what it allocated. An :class:`Attribution` is the gate's answer to
+"which operators got slower": the changes between a baseline's profile and the current one that
+stand out of the profiles' own noise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import units
+from .values import Bytes, NonNegative, Positive, PositiveInt
+
+
+@dataclass(frozen=True)
+class OperatorTime:
+    """One operator's share of a profiled step."""
+
+    #: the aten operator: ``aten::mkldnn_convolution``, ``aten::addmm``
+    name: str
+    calls: NonNegative
+    #: its own time per step: the median over the profiled steps
+    seconds: NonNegative
+    #: how much that time varied from step to step (1.4826 x its median absolute deviation)
+    spread: NonNegative = 0.0
+    #: bytes it allocated per step
+    allocated_bytes: Bytes = 0
+    #: the module that ran most of it in the forward pass (``layer4.1.conv2``), where known
+    module: str | None = None
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The operators of a few profiled steps that together take at least 95% of their time."""
+
+    #: ``cuda``: the device time of the kernels each operator launched; ``cpu``: its own time
+    clock: str
+    steps: PositiveInt
+    #: the wall time of a profiled step (the profiler's overhead included)
+    step_s: Positive
+    operators: tuple[OperatorTime, ...]
+    #: the time per step of the operators below the cut, and their names
+    other_s: NonNegative = 0.0
+    rest: tuple[str, ...] = ()
+
+    @property
+    def operators_s(self) -> float:
+        """The time per step of every operator, listed or not."""
+        return sum(o.seconds for o in self.operators) + self.other_s
+
+    def operator(self, name: str) -> OperatorTime | None:
+        return next((o for o in self.operators if o.name == name), None)
+
+    def ran(self, name: str) -> bool:
+        """Whether the operator ran in the profiled steps, listed or below the cut."""
+        return self.operator(name) is not None or name in self.rest
+
+
+@dataclass(frozen=True)
+class OperatorChange:
+    """An operator whose time per step (or allocation) changed beyond the profiles' noise."""
+
+    name: str
+    #: its time per step before and after; ``None``: it did not run on that side
+    before_s: NonNegative | None
+    after_s: NonNegative | None
+    #: its share of the whole step's change (``None`` where the step did not change)
+    share: float | None = None
+    #: it did not run at all on the baseline's side, or on the current one
+    new: bool = False
+    gone: bool = False
+    module: str | None = None
+    #: memory attribution: the bytes it allocated per step before and after
+    before_bytes: Bytes | None = None
+    after_bytes: Bytes | None = None
+
+    @property
+    def change_s(self) -> float:
+        return (self.after_s or 0.0) - (self.before_s or 0.0)
+
+    def text(self) -> str:
+        """``aten::addmm +3.10 ms a step (1.20 ms -> 4.30 ms, 72% of the change), in fc``."""
+        where = f", in {self.module}" if self.module else ""
+        if self.before_bytes is not None or self.after_bytes is not None:
+            before, after = self.before_bytes or 0, self.after_bytes or 0
+            return (
+                f"{self.name} allocates {units.nbytes(after - before)} more a step "
+                f"({units.nbytes(before)} -> {units.nbytes(after)}){where}"
+            )
+        share = f", {self.share:.0%} of the change" if self.share is not None else ""
+        if self.before_s is None:
+            was = "new" if self.new else "below the baseline's top operators before"
+            return f"{self.name} {units.seconds(self.after_s)} a step ({was}{share}){where}"
+        if self.after_s is None:
+            now = "gone" if self.gone else "below the top operators now"
+            return f"{self.name} {units.seconds(self.before_s)} a step ({now}{share}){where}"
+        sign = "+" if self.change_s >= 0 else "-"
+        return (
+            f"{self.name} {sign}{units.seconds(abs(self.change_s))} a step "
+            f"({units.seconds(self.before_s)} -> {units.seconds(self.after_s)}{share}){where}"
+        )
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """Which operators account for a benchmark's change, from its baseline's profile and its
+    own."""
+
+    #: the profiled step's change, seconds per step (positive: slower)
+    step_change_s: float
+    #: the changes that stand out of the noise, largest first
+    changes: tuple[OperatorChange, ...]
+    #: the share of the step's change the listed operators explain
+    explained: float
+    #: how much every operator's time changed alike (the median ratio): the machine's part
+    common: float
+    #: the operators whose allocations grew, largest first (a memory regression's cause)
+    allocations: tuple[OperatorChange, ...] = ()
+    #: where the trace of the current profile was written (``--cnnperf-trace``)
+    trace: str | None = None
+
+    @property
+    def found(self) -> bool:
+        return bool(self.changes)
+
+    def lines(self, limit: int = 5) -> list[str]:
+        """The rows a reader gets: the top ``limit`` changes, or why there are none."""
+        if not self.changes:
+            lines = [
+                "no operator-level cause found: the change is spread thin over the operators "
+                f"(all of them {self.common - 1:+.0%} alike: the machine or its clock, or work "
+                "outside the operators)"
+            ]
+        else:
+            lines = [c.text() for c in self.changes[:limit]]
+            more = len(self.changes) - limit
+            lines.append(
+                f"these explain {self.explained:.0%} of the step's change"
+                + (f"; {more} more in the results file" if more > 0 else "")
+            )
+        lines += [c.text() for c in self.allocations[:limit]]
+        return lines
