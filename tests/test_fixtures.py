@@ -74,9 +74,9 @@ def test_unknown_model_names_close_matches(project: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         [
             "*cnnperf: unknown model 'resnet5'; did you mean resnet50, *resnet18? model_factory "
-            "builds torchvision's classification models (* names; `cnnperf models` lists them) "
-            "and the project's own, registered in conftest.py with the "
-            "pytest_cnnperf_register_models(registry) hook"
+            "builds torchvision's classification models (* names; `cnnperf models` lists them), "
+            "timm's as timm/NAME (with timm installed) and the project's own, registered in "
+            "conftest.py with the pytest_cnnperf_register_models(registry) hook"
         ]
     )
     result.stdout.no_fnmatch_line("*During handling*")
