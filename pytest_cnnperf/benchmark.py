@@ -3,20 +3,20 @@
 ``train_step``, ``inference`` and ``measure`` take keyword arguments from the user's test. Here
 they are checked (a bad one is an :class:`ArgumentProblem` whose message names the value and the
 accepted forms) and turned into a spec of the work, which ``measuring.workload`` builds on a
-device, and into the :class:`~pytest_cnnperf.results.BenchConfig` that identifies the benchmark in
+device, and into the :class:`~pytest_cnnperf.model.BenchConfig` that identifies the benchmark in
 its baseline. No torch here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from .measuring.compiled import CompileRequest
+from .measuring.workload import OPTIMIZERS, InferenceSpec, TrainSpec
 from .model import BenchConfig, CompileSetting, OptionValue
 from .settings import COMPILE_MODES, parse_amp
 
-OPTIMIZERS = ("sgd", "adam", "adamw")
 #: the ``torch.compile`` arguments ``compile={...}`` takes
 COMPILE_ARGUMENTS = ("backend", "mode", "fullgraph", "dynamic", "options")
 COMPILE_FORMS = (
@@ -27,43 +27,6 @@ COMPILE_FORMS = (
 
 class ArgumentProblem(ValueError):
     """A benchmark call's argument that cannot be measured; the message says why."""
-
-
-@dataclass(frozen=True)
-class CompileRequest:
-    """How to compile a benchmark: the setting (its identity), the backend as given (a name,
-    or a callable from the test) and the compiler cache folder its sample processes share."""
-
-    setting: CompileSetting
-    backend: str | Callable[..., Any] = "inductor"
-    cache: str | None = None
-
-
-@dataclass(frozen=True)
-class TrainSpec:
-    batch_size: int
-    image_size: tuple[int, int]
-    amp: str | None = None
-    channels_last: bool = False
-    optimizer: str | Callable[..., Any] = "sgd"
-    loss: Callable[..., Any] | None = None
-    num_classes: int | None = None
-    lr: float = 0.01
-    #: data-parallel ranks; above 1 the model is wrapped in DistributedDataParallel, which needs
-    #: the process group to be initialised already
-    world_size: int = 1
-    compile: CompileRequest | None = None
-    cuda_graphs: bool = False
-
-
-@dataclass(frozen=True)
-class InferenceSpec:
-    batch_size: int
-    image_size: tuple[int, int]
-    amp: str | None = None
-    channels_last: bool = False
-    compile: CompileRequest | None = None
-    cuda_graphs: bool = False
 
 
 def _positive_int(value: object) -> bool:

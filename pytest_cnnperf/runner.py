@@ -20,11 +20,11 @@ from typing import Any, NoReturn, TypeVar
 import pytest
 
 from . import benchmark
-from .benchmark import ArgumentProblem, InferenceSpec, TrainSpec
+from .benchmark import ArgumentProblem
 from .gate import creep
 from .gate.decide import decide, disturbed, judge_compile, mostly
 from .gate.policy import Plan
-from .measuring.workload import Workload
+from .measuring.workload import InferenceSpec, TrainSpec, Workload
 from .model import BenchConfig, Decision, Disturbance, Disturbed, Measurement, Result, Verdict
 from .reports import explain
 from .sampling.manager import Sampler, Target

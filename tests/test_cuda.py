@@ -330,7 +330,7 @@ def test_flops_peak_and_energy_of_a_cuda_step() -> None:
     peaks table (or says why not), and reads NVML's energy counter around the timed steps."""
     import dataclasses
 
-    from pytest_cnnperf.benchmark import TrainSpec
+    from pytest_cnnperf.measuring.workload import TrainSpec
     from pytest_cnnperf.gate.policy import CUDA
     from pytest_cnnperf.measuring import energy, peak_table
     from pytest_cnnperf.measuring.nvml import GpuMonitor

@@ -42,9 +42,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..benchmark import CompileRequest
-from ..model import Compilation, CompilerStack, GraphBreak
+from ..model import Compilation, CompilerStack, CompileSetting, GraphBreak
 from .timing import TimedSteps
+
+
+@dataclass(frozen=True)
+class CompileRequest:
+    """How to compile a benchmark: the setting (its identity), the backend as given (a name,
+    or a callable from the test) and the compiler cache folder its sample processes share."""
+
+    setting: CompileSetting
+    backend: str | Callable[..., Any] = "inductor"
+    cache: str | None = None
+
 
 Phase = tuple[str, Callable[[], None]]
 

@@ -13,11 +13,39 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..benchmark import OPTIMIZERS, InferenceSpec, TrainSpec
 from . import flops
-from .compiled import Compiled
+from .compiled import Compiled, CompileRequest
 from .flops import Counts
 from .timing import Phase
+
+OPTIMIZERS = ("sgd", "adam", "adamw")
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    batch_size: int
+    image_size: tuple[int, int]
+    amp: str | None = None
+    channels_last: bool = False
+    optimizer: str | Callable[..., Any] = "sgd"
+    loss: Callable[..., Any] | None = None
+    num_classes: int | None = None
+    lr: float = 0.01
+    #: data-parallel ranks; above 1 the model is wrapped in DistributedDataParallel, which needs
+    #: the process group to be initialised already
+    world_size: int = 1
+    compile: CompileRequest | None = None
+    cuda_graphs: bool = False
+
+
+@dataclass(frozen=True)
+class InferenceSpec:
+    batch_size: int
+    image_size: tuple[int, int]
+    amp: str | None = None
+    channels_last: bool = False
+    compile: CompileRequest | None = None
+    cuda_graphs: bool = False
 
 
 @dataclass
