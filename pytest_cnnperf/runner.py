@@ -31,9 +31,11 @@ from .sampling.manager import Sampler, Target
 from .sampling.messages import BenchmarkError, Site, TakenSample
 from .session import Session
 from .store.baseline import BaselineFileError, BaselineSaveError
-from .store.locations import Location
+from .store.locations import Location, safe_name
 
 T = TypeVar("T")
+#: samples of a benchmark saved as a baseline that profile its operators
+PROFILED_BASELINE_SAMPLES = 3
 S = TypeVar("S", TrainSpec, InferenceSpec)
 
 
@@ -285,6 +287,7 @@ class CnnPerf:
             )
         self._keys.add(key)
         plan = self._plan
+        profiled = plan.gate.attribution != "off" and world_size == 1
         target = Target(
             site=site,
             replay=tuple(self._results),
@@ -292,6 +295,9 @@ class CnnPerf:
             plan=plan.sample,
             world_size=world_size,
             memory_samples=plan.sampling.memory_samples,
+            # a baseline's profile spans processes, so that its noise includes theirs
+            profile_samples=(PROFILED_BASELINE_SAMPLES if plan.save else 1) if profiled else 0,
+            trace=self._trace_path(key) if profiled else None,
         )
         started = time.perf_counter()
         problem: str | None = None
@@ -352,12 +358,30 @@ class CnnPerf:
         decision = self._decide(result, reference)
         more = sampling.max_samples - len(taken)
         if decision.remeasure and more > 0:
-            # memory barely varies and FLOPs do not: the first samples measured them
-            again = dataclasses.replace(target, memory_samples=0, flops_samples=0)
+            # memory barely varies, FLOPs and operators do not: the first samples measured them
+            again = dataclasses.replace(
+                target, memory_samples=0, flops_samples=0, profile_samples=0
+            )
             taken += self._sampler.take(again, more)
             result = self._measured(config, taken)
             decision = self._decide(result, reference)
+        attribution = decision.attribution
+        if attribution is not None and target.trace and os.path.exists(target.trace):
+            attribution = dataclasses.replace(attribution, trace=target.trace)
+            decision = dataclasses.replace(decision, attribution=attribution)
         return dataclasses.replace(result, decision=decision)
+
+    def _trace_path(self, key: str) -> str | None:
+        """Where the profiled steps of the benchmark ``key`` are written as a trace, with
+        ``--cnnperf-trace``: named after its test and configuration."""
+        folder = self._plan.trace
+        if folder is None:
+            return None
+        location = self._location
+        name = "--".join(
+            safe_name(part) for part in (location.module.replace("/", "."), location.test, key)
+        )
+        return str(folder / f"{name}.pt.trace.json")
 
     def _reference(self, result: Result) -> _Reference:
         """The baseline to gate ``result`` against, where it is looked for, and the kinds of

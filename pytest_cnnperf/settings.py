@@ -241,6 +241,20 @@ def parse_compile_modes(value: object) -> tuple[str | None, ...]:
     return tuple(dict.fromkeys(modes))
 
 
+#: when the gate names the operators that changed
+ATTRIBUTION_MODES = ("changes", "always", "off")
+
+
+def parse_attribution(value: object) -> str:
+    text = str(value).strip().lower()
+    if text not in ATTRIBUTION_MODES:
+        raise ValueError(
+            f"{value!r} is not an attribution mode; use changes (the operators of regressed and "
+            "improved benchmarks), always (every benchmark's) or off (no operator profile)"
+        )
+    return text
+
+
 def parse_names(value: object) -> tuple[str, ...]:
     text = str(value)
     names = tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
@@ -473,6 +487,17 @@ CREEP_RUNS = Setting(
     "creep_runs", positive_int("a number of runs", 10), "Recent runs of the history the creep "
     "gate takes the best of", ini=True, default=10, show=str
 )
+ATTRIBUTION = Setting(
+    "attribution", parse_attribution, "Which benchmarks' changed operators to name, from an "
+    "operator profile kept with each baseline: changes (regressed and improved ones), always "
+    "or off (no profile is taken)", flag=True, metavar="MODE", ini=True, marker=True,
+    default="changes", show=str
+)
+TRACE: Setting[Path | None] = Setting(
+    "trace", parse_path, "Write each benchmark's profiled steps as a Chrome / Perfetto trace "
+    "into this folder (open it in ui.perfetto.dev or TensorBoard)", flag=True, metavar="DIR",
+    path=True
+)
 CREEP_ACCEPT = Setting(
     "creep_accept", parse_bool, "Accept this run's figures: the creep gate does not judge it, "
     "and compares later runs only with the runs from this one on", flag=True, default=False
@@ -508,13 +533,15 @@ SETTINGS: tuple[Setting[Any], ...] = (
     CREEP,
     CREEP_RUNS,
     CREEP_ACCEPT,
+    ATTRIBUTION,
+    TRACE,
 )
 MARKER_SETTINGS = tuple(s for s in SETTINGS if s.marker)
 MARKER_ARGUMENTS = tuple(s.name for s in MARKER_SETTINGS)
 MARKER_HELP = (
     f"cnnperf({', '.join(f'{name}=None' for name in MARKER_ARGUMENTS)}): per-test settings of "
     "pytest-cnnperf: the throughput, memory and compile-time thresholds (e.g. '15%'), the "
-    "effort (quick, standard, thorough) and strict mode"
+    "effort (quick, standard, thorough), strict mode and attribution (changes, always, off)"
 )
 
 

@@ -1,11 +1,11 @@
 """From verdict to cause: which operators account for the change between two profiles.
 
-Every operator's time is first compared with what a machine running all of them alike would give
-(the median of the operators' time ratios: a slower clock scales them all, a code change moves a
-few). An operator is named only when its change beyond that exceeds three times the two profiles'
-own step-to-step spread for it and a hundredth of the step; an operator that appeared or vanished
-is named when its time does. When none is, the change was spread thin (the machine, a clock, or
-work outside the operators), and the attribution says so instead of guessing.
+Each operator's time now is compared with its baseline time on a machine as fast as the calibration
+workload found this one (a slower machine slows every operator; a code change moves a few). An
+operator is named only when it moved beyond that by more than three times its spread (measured
+across the baseline's profiled processes) and a hundredth of the step; one that appeared or
+vanished, when its own time is that large. When none is, the change is spread thin (the machine,
+a clock, work outside the operators), and the attribution says so instead of guessing.
 """
 
 from __future__ import annotations
@@ -27,16 +27,18 @@ LEAST_BYTES = 1 << 20
 LEAST_GROWTH = 0.05
 
 
-def attribute(before: Profile, after: Profile, trace: str | None = None) -> Attribution:
-    """What changed from ``before`` (the baseline's profile) to ``after``."""
-    common = _common_ratio(before, after)
+def attribute(
+    before: Profile, after: Profile, machine: float = 1.0, trace: str | None = None
+) -> Attribution:
+    """What changed from ``before`` (the baseline's profile) to ``after``, on a machine
+    ``machine`` times as slow as the baseline's (its calibration workload's time ratio)."""
     step_change = after.step_s - before.step_s
     floor = LEAST_SHARE * before.step_s
     names = dict.fromkeys([o.name for o in before.operators] + [o.name for o in after.operators])
     changes = []
     for name in names:
         old, new = before.operator(name), after.operator(name)
-        if not _stands_out(old, new, common, floor):
+        if not _stands_out(old, new, machine, floor):
             continue
         either = new or old
         changes.append(
@@ -57,20 +59,22 @@ def attribute(before: Profile, after: Profile, trace: str | None = None) -> Attr
         step_change_s=step_change,
         changes=tuple(changes),
         explained=explained,
-        common=common,
+        machine=machine,
+        alike=_alike(before, after),
         allocations=tuple(_allocations(before, after)),
         trace=trace,
     )
 
 
 def _stands_out(
-    old: OperatorTime | None, new: OperatorTime | None, common: float, floor: float
+    old: OperatorTime | None, new: OperatorTime | None, machine: float, floor: float
 ) -> bool:
     """Whether an operator's change goes beyond its noise and the floor: its time beyond what
-    the common ratio gives, or its whole time where it is listed on one side only."""
+    the machine's speed gives, or its whole time where it is listed on one side only."""
     if old is not None and new is not None:
-        beyond = new.seconds - common * old.seconds
-        return abs(beyond) > max(NOISE_FACTOR * math.hypot(old.spread, new.spread), floor)
+        beyond = new.seconds - machine * old.seconds
+        noise = math.hypot(machine * old.spread, new.spread)
+        return abs(beyond) > max(NOISE_FACTOR * noise, floor)
     alone = new or old
     return alone is not None and alone.seconds > max(NOISE_FACTOR * alone.spread, floor)
 
@@ -79,8 +83,8 @@ def _with_share(change: OperatorChange, step_change: float) -> OperatorChange:
     return dataclasses.replace(change, share=change.change_s / step_change)
 
 
-def _common_ratio(before: Profile, after: Profile) -> float:
-    """How much every operator's time changed alike: the median of the time ratios of the
+def _alike(before: Profile, after: Profile) -> float:
+    """How much the operators' times changed alike: the median of the time ratios of the
     operators both profiles list above a small share of the step (1 when there are none)."""
     least = VOTING_SHARE * before.step_s
     ratios = [

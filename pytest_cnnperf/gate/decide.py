@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..model import (
+    Attribution,
     CalibrationChanged,
     Comparison,
     CompileComparison,
@@ -27,6 +28,8 @@ from ..model import (
     Measurement,
     NewGraphBreaks,
     NoBaseline,
+    NoProfile,
+    ProfileFailed,
     Reason,
     Recompiled,
     Result,
@@ -39,6 +42,7 @@ from ..model import (
 )
 from ..model.config import calibration_unit
 from . import stats
+from .attribute import attribute
 from .policy import GateSettings
 
 
@@ -374,6 +378,13 @@ def decide(
         settings.strict and (verdict is Verdict.INCONCLUSIVE or bool(changes))
     )
     memory_regressed = memory is not None and memory.verdict is Verdict.REGRESSED
+    attribution = None
+    if settings.attribution == "always" or (
+        settings.attribution == "changes" and verdict in (Verdict.REGRESSED, Verdict.IMPROVED)
+    ):
+        ratio = machine_ratio(measurement, before, then.device) if not changes else None
+        attribution, why = _attribution(before, measurement, ratio or 1.0)
+        reasons += [why] if why else []
     return Decision(
         verdict=verdict,
         throughput=throughput.comparison,
@@ -385,7 +396,20 @@ def decide(
         failed=failed,
         remeasure=throughput.worth_remeasuring and not memory_regressed and not compile_failed,
         compile=compiled,
+        attribution=attribution,
     )
+
+
+def _attribution(
+    baseline: Measurement, measurement: Measurement, machine: float
+) -> tuple[Attribution | None, Reason | None]:
+    """Which operators changed, or why that cannot be said."""
+    if measurement.profile is None:
+        error = measurement.profile_error
+        return None, ProfileFailed(error) if error else None
+    if baseline.profile is None:
+        return None, NoProfile()
+    return attribute(baseline.profile, measurement.profile, machine), None
 
 
 def wants_more_samples(decision: Decision) -> bool:

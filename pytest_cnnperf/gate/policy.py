@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 
 from .. import settings as s
 from ..measuring.sample import SamplePlan
@@ -151,6 +152,9 @@ class GateSettings:
     strict: bool
     #: compile-time growth that fails a compiled benchmark; ``None``: never
     compile_time_threshold: float | None = None
+    #: which verdicts name the operators that changed: ``changes`` (regressed and improved),
+    #: ``always`` or ``off``
+    attribution: str = "changes"
 
 
 @dataclass(frozen=True)
@@ -171,6 +175,8 @@ class Plan:
     gate: GateSettings
     #: record baselines instead of gating
     save: bool
+    #: the folder the profiled steps' traces are written to (``--cnnperf-trace``)
+    trace: Path | None
     #: ``None``: the creep gate does not judge this run
     creep: CreepPlan | None
 
@@ -204,7 +210,9 @@ def plan(values: Settings, configuration: Configuration, device_type: str) -> Pl
             memory_threshold=values[s.MEMORY_THRESHOLD],
             strict=values[s.STRICT],
             compile_time_threshold=values[s.COMPILE_TIME_THRESHOLD],
+            attribution=values[s.ATTRIBUTION],
         ),
         save=values[s.SAVE],
+        trace=values[s.TRACE],
         creep=CreepPlan(creep, values[s.CREEP_RUNS]) if applies and creep is not None else None,
     )

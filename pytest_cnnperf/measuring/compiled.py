@@ -13,7 +13,7 @@ Everything compiles in the first step (the workload runs one eager step before c
 that the optimizer's state exists and its compiled step does not compile again when the state
 appears). Every frame compiled after the first step is a recompile. :class:`Compiled` watches
 each step: when it started, how many frames Dynamo had compiled by its end, and why a frame was
-compiled again; ``figures`` turns that into the sample's :class:`~pytest_cnnperf.results.
+compiled again; ``figures`` turns that into the sample's :class:`~pytest_cnnperf.model.
 Compilation` once the timing loop says which steps were the warm-up and which were timed.
 
 Sample processes of one benchmark share a compiler cache folder (``TORCHINDUCTOR_CACHE_DIR``,

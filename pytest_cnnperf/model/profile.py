@@ -10,6 +10,8 @@ stand out of the profiles' own noise.
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from . import units
@@ -58,6 +60,42 @@ class Profile:
     def ran(self, name: str) -> bool:
         """Whether the operator ran in the profiled steps, listed or below the cut."""
         return self.operator(name) is not None or name in self.rest
+
+    @classmethod
+    def merged(cls, profiles: Sequence[Profile]) -> Profile | None:
+        """One profile of several samples' (fresh processes): each operator's median time, and
+        a spread that takes in how much it varied from one process to the next."""
+        if len(profiles) <= 1:
+            return profiles[0] if profiles else None
+        rows: dict[str, list[OperatorTime]] = {}
+        for profile in profiles:
+            for row in profile.operators:
+                rows.setdefault(row.name, []).append(row)
+        merged = []
+        for name, seen in rows.items():
+            times = [r.seconds for r in seen]
+            middle = statistics.median(times)
+            between = 1.4826 * statistics.median(abs(t - middle) for t in times)
+            merged.append(
+                OperatorTime(
+                    name=name,
+                    calls=statistics.median(r.calls for r in seen),
+                    seconds=middle,
+                    spread=max(between, statistics.median(r.spread for r in seen)),
+                    allocated_bytes=int(statistics.median(r.allocated_bytes for r in seen)),
+                    module=next((r.module for r in seen if r.module), None),
+                )
+            )
+        merged.sort(key=lambda o: o.seconds, reverse=True)
+        listed = {o.name for o in merged}
+        return cls(
+            clock=profiles[0].clock,
+            steps=sum(p.steps for p in profiles),
+            step_s=statistics.median(p.step_s for p in profiles),
+            operators=tuple(merged),
+            other_s=statistics.median(p.other_s for p in profiles),
+            rest=tuple(sorted({n for p in profiles for n in p.rest} - listed)),
+        )
 
 
 @dataclass(frozen=True)
@@ -116,8 +154,10 @@ class Attribution:
     changes: tuple[OperatorChange, ...]
     #: the share of the step's change the listed operators explain
     explained: float
-    #: how much every operator's time changed alike (the median ratio): the machine's part
-    common: float
+    #: the machine's speed now over the baseline's (the calibration workload's), allowed for
+    machine: float
+    #: how much the operators' times changed alike (the median of their ratios)
+    alike: float
     #: the operators whose allocations grew, largest first (a memory regression's cause)
     allocations: tuple[OperatorChange, ...] = ()
     #: where the trace of the current profile was written (``--cnnperf-trace``)
@@ -131,9 +171,9 @@ class Attribution:
         """The rows a reader gets: the top ``limit`` changes, or why there are none."""
         if not self.changes:
             lines = [
-                "no operator-level cause found: the change is spread thin over the operators "
-                f"(all of them {self.common - 1:+.0%} alike: the machine or its clock, or work "
-                "outside the operators)"
+                "no operator-level cause found: no operator changed beyond its noise; the "
+                f"operators changed alike by {self.alike - 1:+.0%} (the machine or its clock), "
+                "or the time went to work outside them"
             ]
         else:
             lines = [c.text() for c in self.changes[:limit]]

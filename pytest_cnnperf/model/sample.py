@@ -482,8 +482,8 @@ class Measurement:
 
     @property
     def profile(self) -> Profile | None:
-        """The operator profile (taken in one sample)."""
-        return next((s.profile for s in self.samples if s.profile), None)
+        """The operator profile of the samples that took one, merged."""
+        return Profile.merged([s.profile for s in self.samples if s.profile])
 
     @property
     def profile_error(self) -> str | None:

@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..gate.attribute import attribute
 from ..gate.decide import combine, compare_memory, compare_throughput
 from ..gate.policy import GateSettings, gate_policy
-from ..model import Comparison, Environment, Result, Verdict, units
+from ..model import Attribution, Comparison, Environment, Measurement, Result, Verdict, units
 from ..settings import MEMORY_THRESHOLD, THRESHOLD
 from ..store.results_file import FileProblem, Loaded, load
 from . import table, text
@@ -96,6 +97,8 @@ class Pair:
     throughput: Comparison | None
     memory: Comparison | None
     verdict: Verdict
+    #: which operators changed, where the verdict is a change and both sides have a profile
+    attribution: Attribution | None = None
 
     @property
     def speedup(self) -> float:
@@ -129,8 +132,23 @@ def pair(old: Result, new: Result, settings: GateSettings) -> Pair:
         if before.memory_peaks and after.memory_peaks
         else None
     )
-    verdicts = [throughput.verdict, *([memory.verdict] if memory else [])]
-    return Pair(old, new, throughput, memory, combine(*verdicts))
+    verdict = combine(throughput.verdict, *([memory.verdict] if memory else []))
+    attribution = None
+    if verdict in (Verdict.REGRESSED, Verdict.IMPROVED) and before.profile and after.profile:
+        attribution = attribute(before.profile, after.profile, _machine(before, after))
+    return Pair(old, new, throughput, memory, verdict, attribution)
+
+
+def _machine(before: Measurement, after: Measurement) -> float:
+    """How much slower the machine ran for ``after`` (the calibration workload), where both
+    timed the same one."""
+    if (
+        before.calibrations
+        and after.calibrations
+        and (before.calibration_unit == after.calibration_unit)
+    ):
+        return statistics.median(after.calibrations) / statistics.median(before.calibrations)
+    return 1.0
 
 
 def compare(
@@ -239,6 +257,10 @@ def lines(
             "FLOP/s: each side's counted FLOPs per step (torch.utils.flop_counter) over its "
             "step time"
         )
+    for p in pairs:
+        if p.attribution is not None:
+            out += ["", f"operators of {p.new.test} [{p.new.key}], OLD -> NEW:"]
+            out += [f"  {line}" for line in p.attribution.lines()]
     for label, results in (("OLD", matching.only_old), ("NEW", matching.only_new)):
         if results:
             out.append(f"only in {label}: " + ", ".join(f"{r.test} [{r.key}]" for r in results))

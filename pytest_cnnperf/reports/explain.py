@@ -8,6 +8,7 @@ import shlex
 from collections.abc import Sequence
 
 from ..model import (
+    Attribution,
     Comparison,
     CompileComparison,
     Creep,
@@ -129,6 +130,16 @@ def _regressed_metrics(decision: Decision) -> list[str]:
     ]
 
 
+def attribution_lines(attribution: Attribution, limit: int = 5) -> list[str]:
+    """``operators`` and its rows, as a failure message's block: the top ``limit`` changes and
+    the trace to open."""
+    rows = attribution.lines(limit)
+    lines = [f"  {'operators' if i == 0 else '':<12}{row}" for i, row in enumerate(rows)]
+    if attribution.trace:
+        lines.append(f"  trace       {display_path(attribution.trace)}")
+    return lines
+
+
 def _what_failed(key: str, decision: Decision) -> str:
     head = f"cnnperf: {key}"
     compiled = compile_failures(decision)
@@ -167,6 +178,8 @@ def _evidence(decision: Decision, unit: str, alpha: float) -> list[str]:
             lines += ["  " + line for line in comparison_lines(comparison, unit, alpha)]
     if decision.compile:
         lines += ["  " + line for line in compile_lines(decision.compile)]
+    if decision.attribution:
+        lines += attribution_lines(decision.attribution)
     lines += [f"  {reason}" for reason in decision.reasons if failure_of(reason)]
     lines += [f"  environment changed: {change}" for change in decision.environment_changes]
     lines += [f"  note: {note}" for note in notes(decision, compile_failures=False)]

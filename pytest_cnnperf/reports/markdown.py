@@ -7,6 +7,7 @@ its notes, and the environment the numbers belong to.
 
 from __future__ import annotations
 
+import html
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -57,6 +58,11 @@ def code(value: str) -> str:
     fence = "`" * (max(map(len, re.findall("`+", value)), default=0) + 1)
     pad = " " if value[0] in "` " or value[-1] in "` " else ""
     return f"{fence}{pad}{value}{pad}{fence}"
+
+
+def html_code(value: str) -> str:
+    """``value`` as code inside HTML (a ``<summary>``, where GitHub reads no Markdown)."""
+    return f"<code>{html.escape(_one_line(value))}</code>"
 
 
 def code_cell(value: str) -> str:
@@ -168,6 +174,18 @@ def render(results: Sequence[Result], verbose: bool = False) -> str:
                 cells.append(text(value))
         lines.append("| " + " | ".join(cells) + " |")
     notes = [f"- {code(r.test)}: {text(note)}" for r in rows for note in r.notes]
+    operators = [
+        line
+        for r in rows
+        if r.operators
+        for line in (
+            f"<details><summary>Which operators changed: {html_code(r.test)}</summary>",
+            "",
+            *(f"- {text(op)}" for op in r.operators),
+            "",
+            "</details>",
+        )
+    ]
     if any(r.decision and r.decision.throughput for r in results):
         lines += ["", f"_{table.CHANGE_LEGEND}_"]
     legend = table.efficiency_legend(results)
@@ -175,6 +193,8 @@ def render(results: Sequence[Result], verbose: bool = False) -> str:
         lines += ["", *[f"_{text(line)}_" for line in legend]]
     if notes:
         lines += ["", "Notes:", "", *notes]
+    if operators:
+        lines += ["", *operators]
     missing = explain.missing_baselines(results)
     if missing:
         lines += ["", *[text(line.strip()) for line in missing]]

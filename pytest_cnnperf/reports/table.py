@@ -40,24 +40,26 @@ class Row:
     verdict: str
     test: str
     benchmark: str
-    throughput: str
-    baseline_throughput: str
-    throughput_change: str
-    memory: str
-    baseline_memory: str
-    memory_change: str
+    throughput: str = "-"
+    baseline_throughput: str = "-"
+    throughput_change: str = "-"
+    memory: str = "-"
+    baseline_memory: str = "-"
+    memory_change: str = "-"
     #: compiled benchmarks: compile time with the cache cold / warm, graph breaks, recompiles
-    compile: str
-    graph_breaks: str
-    recompiles: str
-    step: str
-    phases: str
+    compile: str = "-"
+    graph_breaks: str = "-"
+    recompiles: str = "-"
+    step: str = "-"
+    phases: str = "-"
     #: achieved FLOP/s, utilisation of the device's peak, energy per item
-    flops: str
-    mfu: str
-    energy: str
+    flops: str = "-"
+    mfu: str = "-"
+    energy: str = "-"
     parameters: str = "-"
     notes: tuple[str, ...] = ()
+    #: which operators changed, a line each (and the trace that shows them)
+    operators: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -149,8 +151,7 @@ def row(result: Result) -> Row:
     test = short_test(result.test_id)
     benchmark = short_key(result.config)
     if m is None:
-        empty = dict.fromkeys([f.name for f in dataclasses.fields(Row)][3:-1], "-")
-        return Row(verdict, test, benchmark, **empty, notes=(result.error,) if result.error else ())
+        return Row(verdict, test, benchmark, notes=(result.error,) if result.error else ())
     spread = m.step
     throughput = units.rate(m.items_per_second, m.unit)
     if spread.n > 1:
@@ -178,7 +179,18 @@ def row(result: Result) -> Row:
         energy=efficiency.energy(m),
         parameters=units.count(m.parameters),
         notes=tuple(notes),
+        operators=_operators(d),
     )
+
+
+def _operators(d: Decision | None) -> tuple[str, ...]:
+    attribution = d.attribution if d else None
+    if attribution is None:
+        return ()
+    lines = attribution.lines()
+    if attribution.trace:
+        lines.append(f"trace: {explain.display_path(attribution.trace)}")
+    return tuple(lines)
 
 
 def _notes(result: Result, m: Measurement, d: Decision | None) -> list[str]:

@@ -36,6 +36,7 @@ def styled_lines(
     out.append((header, None))
     out += [(line, r.verdict) for line, r in zip(body, results, strict=True)]
     notes = [f"note: {r.test}: {note}" for r in rows for note in r.notes]
+    notes += [f"operators: {r.test}: {line}" for r in rows for line in r.operators]
     notes[:0] = table.efficiency_legend(results)
     if any(r.decision and r.decision.throughput for r in results):
         notes.insert(0, table.CHANGE_LEGEND)

@@ -75,6 +75,8 @@ class ChildSampler:
             in_process=False,
             ignore_pids=frozenset({job.parent_pid}),
             flops_pass=job.flops,
+            profile_pass=job.profile,
+            trace=target.trace,
         )
         return ChildReport(taken=TakenSample(sample, environment))
 

@@ -76,6 +76,10 @@ class Target:
     #: how many of the samples taken (the first ones) also count the step's FLOPs: one, as
     #: they do not vary; none when more samples are taken of a benchmark that has them
     flops_samples: int = 1
+    #: how many (the first ones) also profile the step's operators, and where to write that
+    #: profile's trace
+    profile_samples: int = 0
+    trace: str | None = None
 
 
 class Sampler(Protocol):
@@ -123,6 +127,8 @@ class InProcessSampler:
                             memory_pass=i < target.memory_samples,
                             in_process=True,
                             flops_pass=i < target.flops_samples,
+                            profile_pass=i < target.profile_samples,
+                            trace=target.trace,
                         )
                     )
                     for i in range(count)
@@ -328,6 +334,7 @@ class ProcessSampler:
                     parent_pid=os.getpid(),
                     memory=i < target.memory_samples,
                     flops=i < target.flops_samples,
+                    profile=i < target.profile_samples,
                 )
                 for rank in range(target.world_size)
             ]

@@ -64,6 +64,8 @@ class Job:
     memory: bool = True
     #: whether this sample also counts the step's FLOPs (the benchmark's first)
     flops: bool = False
+    #: whether this sample also profiles the step's operators (the benchmark's first)
+    profile: bool = False
 
 
 @dataclass(frozen=True)
