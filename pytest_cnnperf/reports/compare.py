@@ -19,7 +19,7 @@ from pathlib import Path
 from ..gate.attribute import attribute
 from ..gate.decide import combine, compare_memory, compare_throughput
 from ..gate.policy import GateSettings, gate_policy
-from ..model import Attribution, Comparison, Environment, Measurement, Result, Verdict, units
+from ..model import Attribution, Comparison, Environment, Result, Verdict, units
 from ..settings import MEMORY_THRESHOLD, THRESHOLD
 from ..store.results_file import FileProblem, Loaded, load
 from . import table, text
@@ -135,20 +135,9 @@ def pair(old: Result, new: Result, settings: GateSettings) -> Pair:
     verdict = combine(throughput.verdict, *([memory.verdict] if memory else []))
     attribution = None
     if verdict in (Verdict.REGRESSED, Verdict.IMPROVED) and before.profile and after.profile:
-        attribution = attribute(before.profile, after.profile, _machine(before, after))
+        # as the verdicts, without allowing for the machine's speed: the environments differ
+        attribution = attribute(before.profile, after.profile)
     return Pair(old, new, throughput, memory, verdict, attribution)
-
-
-def _machine(before: Measurement, after: Measurement) -> float:
-    """How much slower the machine ran for ``after`` (the calibration workload), where both
-    timed the same one."""
-    if (
-        before.calibrations
-        and after.calibrations
-        and (before.calibration_unit == after.calibration_unit)
-    ):
-        return statistics.median(after.calibrations) / statistics.median(before.calibrations)
-    return 1.0
 
 
 def compare(
