@@ -28,10 +28,11 @@ LEAST_GROWTH = 0.05
 
 
 def attribute(
-    before: Profile, after: Profile, machine: float = 1.0, trace: str | None = None
+    before: Profile, after: Profile, machine: float = 1.0, memory: bool = False
 ) -> Attribution:
     """What changed from ``before`` (the baseline's profile) to ``after``, on a machine
-    ``machine`` times as slow as the baseline's (its calibration workload's time ratio)."""
+    ``machine`` times as slow as the baseline's (its calibration workload's time ratio);
+    ``memory``: the peak memory changed too, so name the operators whose allocations grew."""
     step_change = after.step_s - before.step_s
     floor = LEAST_SHARE * before.step_s
     names = dict.fromkeys([o.name for o in before.operators] + [o.name for o in after.operators])
@@ -61,8 +62,7 @@ def attribute(
         explained=explained,
         machine=machine,
         alike=_alike(before, after),
-        allocations=tuple(_allocations(before, after)),
-        trace=trace,
+        allocations=tuple(_allocations(before, after)) if memory else (),
     )
 
 

@@ -383,7 +383,8 @@ def decide(
         settings.attribution == "changes" and verdict in (Verdict.REGRESSED, Verdict.IMPROVED)
     ):
         ratio = machine_ratio(measurement, before, then.device) if not changes else None
-        attribution, why = _attribution(before, measurement, ratio or 1.0)
+        grew = memory is not None and memory.verdict in (Verdict.REGRESSED, Verdict.IMPROVED)
+        attribution, why = _attribution(before, measurement, ratio or 1.0, grew)
         reasons += [why] if why else []
     return Decision(
         verdict=verdict,
@@ -401,7 +402,7 @@ def decide(
 
 
 def _attribution(
-    baseline: Measurement, measurement: Measurement, machine: float
+    baseline: Measurement, measurement: Measurement, machine: float, memory: bool
 ) -> tuple[Attribution | None, Reason | None]:
     """Which operators changed, or why that cannot be said."""
     if measurement.profile is None:
@@ -409,7 +410,7 @@ def _attribution(
         return None, ProfileFailed(error) if error else None
     if baseline.profile is None:
         return None, NoProfile()
-    return attribute(baseline.profile, measurement.profile, machine), None
+    return attribute(baseline.profile, measurement.profile, machine, memory), None
 
 
 def wants_more_samples(decision: Decision) -> bool:

@@ -24,9 +24,11 @@ from .workload import Workload
 
 #: steps profiled (after one unprofiled step that settles the profiler's own allocations)
 STEPS = 5
-#: the operators kept: those that together take this share of the operators' time, at most ROWS
+#: the operators kept: those that together take this share of the operators' time (at most
+#: TIME_ROWS of them), and of what they allocate (at most MEMORY_ROWS more)
 COVERAGE = 0.95
-ROWS = 40
+TIME_ROWS = 30
+MEMORY_ROWS = 10
 
 _STEP = "cnnperf::profiled-step"
 _MODULE = "cnnperf::module:"
@@ -79,17 +81,18 @@ def summarise(events: Any, cuda: bool) -> Profile:
     allocated: dict[str, int] = defaultdict(int)
     modules: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for event in events:
-        name = event.name
-        if "::" not in name or name.startswith(NOT_OPERATORS):
-            continue  # our ranges, the autograd engine's, and Python-level or user ranges
+        if not _operator(event.name):
+            continue
         step = bisect.bisect_right(starts, event.time_range.start) - 1
         if step < 0 or event.time_range.start > steps[step][1]:
             continue
+        name = event.name
         own = (event.self_device_time_total if cuda else event.self_cpu_time_total) / 1e6
         seconds[name][step] += own
         calls[name] += 1
-        memory = event.self_device_memory_usage if cuda else event.self_cpu_memory_usage
-        allocated[name] += max(0, int(memory))
+        if _outermost(event):  # what the model's call allocated, its inner operators' too
+            memory = event.device_memory_usage if cuda else event.cpu_memory_usage
+            allocated[name] += max(0, int(memory))
         module = _module_of(event)
         if module is not None:
             modules[name][module] += own
@@ -105,22 +108,46 @@ def summarise(events: Any, cuda: bool) -> Profile:
         )
         for name, times in seconds.items()
     ]
-    rows.sort(key=lambda o: o.seconds, reverse=True)
-    total = sum(o.seconds for o in rows)
-    kept: list[OperatorTime] = []
-    for row in rows:
-        if len(kept) >= ROWS or (total and sum(o.seconds for o in kept) >= COVERAGE * total):
-            break
-        kept.append(row)
+    kept = _top(rows, lambda o: o.seconds, TIME_ROWS)
+    kept += [o for o in _top(rows, lambda o: o.allocated_bytes, MEMORY_ROWS) if o not in kept]
+    kept.sort(key=lambda o: o.seconds, reverse=True)
     step_s = statistics.median((end - start) / 1e6 for start, end in steps)
     return Profile(
         clock="cuda" if cuda else "cpu",
         steps=count,
         step_s=step_s,
         operators=tuple(kept),
-        other_s=total - sum(o.seconds for o in kept),
-        rest=tuple(sorted(o.name for o in rows[len(kept) :])),
+        other_s=sum(o.seconds for o in rows) - sum(o.seconds for o in kept),
+        rest=tuple(sorted(o.name for o in rows if o not in kept)),
     )
+
+
+def _top(rows: list[OperatorTime], size: Any, most: int) -> list[OperatorTime]:
+    """The largest rows by ``size`` that together hold :data:`COVERAGE` of it, at most ``most``."""
+    ranked = sorted((r for r in rows if size(r) > 0), key=size, reverse=True)
+    total, kept, held = sum(size(r) for r in ranked), [], 0.0
+    for row in ranked[:most]:
+        if held >= COVERAGE * total:
+            break
+        kept.append(row)
+        held += size(row)
+    return kept
+
+
+def _operator(name: str) -> bool:
+    """Whether an event is an operator (not our ranges, the autograd engine's, or Python's)."""
+    return "::" in name and not name.startswith(NOT_OPERATORS)
+
+
+def _outermost(event: Any) -> bool:
+    """Whether no other operator called this one (the model, the loss, the optimizer or the
+    autograd engine did)."""
+    parent = event.cpu_parent
+    while parent is not None:
+        if _operator(parent.name):
+            return False
+        parent = parent.cpu_parent
+    return True
 
 
 def _module_of(event: Any) -> str | None:

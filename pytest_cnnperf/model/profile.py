@@ -29,7 +29,8 @@ class OperatorTime:
     seconds: NonNegative
     #: how much that time varied from step to step (1.4826 x its median absolute deviation)
     spread: NonNegative = 0.0
-    #: bytes it allocated per step
+    #: bytes it allocated per step, its inner operators' included (counted where the model, the
+    #: loss, the optimizer or the autograd engine called it, not where another operator did)
     allocated_bytes: Bytes = 0
     #: the module that ran most of it in the forward pass (``layer4.1.conv2``), where known
     module: str | None = None
@@ -37,7 +38,8 @@ class OperatorTime:
 
 @dataclass(frozen=True)
 class Profile:
-    """The operators of a few profiled steps that together take at least 95% of their time."""
+    """The operators of a few profiled steps that together take at least 95% of their time, and
+    those that allocate most."""
 
     #: ``cuda``: the device time of the kernels each operator launched; ``cpu``: its own time
     clock: str

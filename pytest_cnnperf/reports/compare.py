@@ -136,7 +136,8 @@ def pair(old: Result, new: Result, settings: GateSettings) -> Pair:
     attribution = None
     if verdict in (Verdict.REGRESSED, Verdict.IMPROVED) and before.profile and after.profile:
         # as the verdicts, without allowing for the machine's speed: the environments differ
-        attribution = attribute(before.profile, after.profile)
+        grew = memory is not None and memory.verdict in (Verdict.REGRESSED, Verdict.IMPROVED)
+        attribution = attribute(before.profile, after.profile, memory=grew)
     return Pair(old, new, throughput, memory, verdict, attribution)
 
 
