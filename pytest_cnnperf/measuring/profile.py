@@ -1,8 +1,9 @@
 """The operator profile: a few steady steps under ``torch.profiler``, after the timed steps.
 
 Each operator's time per step is its own time on the CPU (children excluded) or, on CUDA, the
-device time of the kernels it launched itself (CUPTI); its spread is how much that varied from one
-profiled step to the next, which is what a later comparison must stand out of. Forward hooks open a
+device time of the kernels it launched itself (CUPTI), in its fastest profiled step (something
+else running on the machine only ever slows an operator down); its spread is how far its median
+step was above that, which is what a later comparison must stand out of. Forward hooks open a
 ``record_function`` range per module, so that a forward operator is named with the module that ran
 it (``layer4.1.conv2``); compiled models are left unhooked, as hooks would make them recompile.
 """
@@ -101,8 +102,8 @@ def summarise(events: Any, cuda: bool) -> Profile:
         OperatorTime(
             name=name,
             calls=calls[name] / count,
-            seconds=statistics.median(times),
-            spread=1.4826 * statistics.median(abs(t - statistics.median(times)) for t in times),
+            seconds=min(times),
+            spread=statistics.median(times) - min(times),
             allocated_bytes=allocated[name] // count,
             module=max(modules[name], key=modules[name].__getitem__) if modules[name] else None,
         )

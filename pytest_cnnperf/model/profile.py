@@ -25,9 +25,9 @@ class OperatorTime:
     #: the aten operator: ``aten::mkldnn_convolution``, ``aten::addmm``
     name: str
     calls: NonNegative
-    #: its own time per step: the median over the profiled steps
+    #: its own time per step, in the fastest profiled step (of the fastest process)
     seconds: NonNegative
-    #: how much that time varied from step to step (1.4826 x its median absolute deviation)
+    #: how much slower it ran in the median step (or process) than in that one: its noise
     spread: NonNegative = 0.0
     #: bytes it allocated per step, its inner operators' included (counted where the model, the
     #: loss, the optimizer or the autograd engine called it, not where another operator did)
@@ -65,8 +65,8 @@ class Profile:
 
     @classmethod
     def merged(cls, profiles: Sequence[Profile]) -> Profile | None:
-        """One profile of several samples' (fresh processes): each operator's median time, and
-        a spread that takes in how much it varied from one process to the next."""
+        """One profile of several samples' (fresh processes): each operator's time in the
+        fastest, and a spread that takes in how much slower it ran in the median process."""
         if len(profiles) <= 1:
             return profiles[0] if profiles else None
         rows: dict[str, list[OperatorTime]] = {}
@@ -76,13 +76,12 @@ class Profile:
         merged = []
         for name, seen in rows.items():
             times = [r.seconds for r in seen]
-            middle = statistics.median(times)
-            between = 1.4826 * statistics.median(abs(t - middle) for t in times)
+            between = statistics.median(times) - min(times)
             merged.append(
                 OperatorTime(
                     name=name,
                     calls=statistics.median(r.calls for r in seen),
-                    seconds=middle,
+                    seconds=min(times),
                     spread=max(between, statistics.median(r.spread for r in seen)),
                     allocated_bytes=int(statistics.median(r.allocated_bytes for r in seen)),
                     module=next((r.module for r in seen if r.module), None),

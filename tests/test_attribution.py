@@ -1,0 +1,233 @@
+"""From verdict to cause: which operators got slower.
+
+The diff of two profiles on made-up operators (what it names, what it leaves to the machine or to
+the noise, how it words them), then known answers on the CPU: a small convolutional net changed
+in one way between its baseline's profile and the current one, profiled for real, must have the
+right operator named first; the same code with slower steps outside any operator, none.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from pytest_cnnperf.gate.attribute import attribute
+from pytest_cnnperf.measuring.profile import profile_steps
+from pytest_cnnperf.measuring.timing import CpuClock
+from pytest_cnnperf.measuring.workload import TrainSpec, build_train
+from pytest_cnnperf.model import OperatorTime, Profile
+
+MS = 1e-3
+
+
+def profile(*rows: tuple[str, float], step: float = 10 * MS, spread: float = 0.02) -> Profile:
+    """A profile of ``(name, milliseconds)`` rows, each varying by ``spread`` of its time."""
+    return Profile(
+        clock="cpu",
+        steps=5,
+        step_s=step,
+        operators=tuple(
+            OperatorTime(name, calls=1, seconds=ms * MS, spread=spread * ms * MS)
+            for name, ms in rows
+        ),
+    )
+
+
+BASE = (
+    ("aten::mkldnn_convolution", 4.0),
+    ("aten::convolution_backward", 3.0),
+    ("aten::addmm", 1.0),
+)
+
+
+def test_a_slower_operator_is_named_with_its_share_of_the_change() -> None:
+    before = profile(*BASE)
+    after = profile(
+        ("aten::mkldnn_convolution", 4.0),
+        ("aten::convolution_backward", 3.0),
+        ("aten::addmm", 4.0),
+        step=13 * MS,
+    )
+    found = attribute(before, after)
+    assert [c.name for c in found.changes] == ["aten::addmm"]
+    assert (
+        found.changes[0].text()
+        == "aten::addmm +3.0 ms a step (1.0 ms -> 4.0 ms, 100% of the change)"
+    )
+    assert found.explained == pytest.approx(1.0)
+    assert found.lines() == [
+        "aten::addmm +3.0 ms a step (1.0 ms -> 4.0 ms, 100% of the change)",
+        "these explain 100% of the step's change",
+    ]
+
+
+def test_new_and_gone_operators_are_named_as_such() -> None:
+    before = profile(*BASE, ("aten::upsample_nearest2d", 2.0))
+    after = profile(*BASE, ("aten::copy_", 3.1), step=11 * MS)
+    found = attribute(before, after)
+    assert [c.text() for c in found.changes] == [
+        "aten::copy_ 3.1 ms a step (new, 310% of the change)",
+        "aten::upsample_nearest2d 2.0 ms a step (gone, -200% of the change)",
+    ]
+
+
+def test_an_operator_below_the_baselines_cut_is_not_called_new() -> None:
+    before = Profile("cpu", 5, 10 * MS, profile(*BASE).operators, rest=("aten::copy_",))
+    after = profile(*BASE, ("aten::copy_", 3.0), step=13 * MS)
+    (change,) = attribute(before, after).changes
+    assert not change.new
+    assert change.text() == (
+        "aten::copy_ 3.0 ms a step (below the baseline's top operators before, 100% of the change)"
+    )
+
+
+def test_a_machine_slower_by_the_calibrations_ratio_names_no_operator() -> None:
+    before = profile(*BASE)
+    after = profile(*((name, ms * 1.3) for name, ms in BASE), step=13 * MS)
+    found = attribute(before, after, machine=1.3)
+    assert not found.found
+    assert found.alike == pytest.approx(1.3)
+    assert found.lines() == [
+        "no operator-level cause found: no operator changed beyond its noise; the operators "
+        "changed alike by +30% (the machine or its clock), or the time went to work outside them"
+    ]
+
+
+def test_time_outside_the_operators_names_no_operator() -> None:
+    found = attribute(profile(*BASE), profile(*BASE, step=20 * MS))
+    assert not found.found
+    assert found.step_change_s == pytest.approx(10 * MS)
+
+
+def test_a_change_within_the_noise_is_not_claimed() -> None:
+    before = profile(*BASE, spread=0.3)  # the operators vary by 30% from one process to the next
+    after = profile(("aten::mkldnn_convolution", 5.0), *BASE[1:], step=11 * MS, spread=0.3)
+    assert not attribute(before, after).found
+    quiet = attribute(profile(*BASE), profile(("aten::mkldnn_convolution", 5.0), *BASE[1:]))
+    assert [c.name for c in quiet.changes] == ["aten::mkldnn_convolution"]
+
+
+def test_a_change_below_a_hundredth_of_the_step_is_not_claimed() -> None:
+    before = profile(*BASE, ("aten::relu", 0.05), spread=0.0)
+    after = profile(*BASE, ("aten::relu", 0.14), spread=0.0)
+    assert not attribute(before, after).found
+
+
+def test_allocations_that_grew_are_named_on_a_memory_change_only() -> None:
+    def rows(extra: int) -> Profile:
+        return Profile(
+            "cpu",
+            5,
+            10 * MS,
+            (
+                OperatorTime(
+                    "aten::conv2d", 1, 4 * MS, allocated_bytes=(2 << 20) + extra, module="extra"
+                ),
+                OperatorTime("aten::relu", 1, 1 * MS, allocated_bytes=2 << 20),
+            ),
+        )
+
+    assert attribute(rows(0), rows(16 << 20)).allocations == ()
+    found = attribute(rows(0), rows(16 << 20), memory=True)
+    assert [c.text() for c in found.allocations] == [
+        "aten::conv2d allocates 16.0 MiB more a step (2.0 MiB -> 18.0 MiB), in extra"
+    ]
+
+
+def test_merged_profiles_keep_the_fastest_process_and_spread_as_they_did() -> None:
+    runs = [profile(("aten::addmm", ms), spread=0.0) for ms in (1.2, 1.0, 3.0)]
+    merged = Profile.merged(runs)
+    assert merged is not None
+    (row,) = merged.operators
+    assert row.seconds == pytest.approx(1.0 * MS)  # a disturbed process only ever slows it
+    assert row.spread == pytest.approx(0.2 * MS)  # the median process against the fastest
+    within = Profile.merged([profile(("aten::addmm", 1.0), spread=0.5)] * 3)
+    assert within is not None
+    assert within.operators[0].spread == pytest.approx(0.5 * MS)  # step to step, within one
+
+
+# ---- known answers: a small net changed in one way, profiled for real on the CPU ----
+
+
+class Net(nn.Module):
+    """Two convolutions and two linear layers; ``change`` adds one thing to the forward."""
+
+    def __init__(self, change: str | None = None) -> None:
+        super().__init__()
+        self.change = change
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
+        self.extra = nn.Conv2d(32, 32, 3, padding=1) if change == "convolution" else None
+        width = 4096 if change == "linear" else 64
+        self.fc1 = nn.Linear(32, width)
+        self.fc2 = nn.Linear(width, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.relu(self.conv1(x))
+        if self.change == "memory format":
+            x = x.contiguous(memory_format=torch.channels_last).contiguous()
+        if self.change == "cast":
+            x = x.double().float()
+        x = F.relu(self.conv2(x))
+        if self.extra is not None:
+            x = F.relu(self.extra(x))
+        if self.change == "upsampling":
+            x = x + F.avg_pool2d(F.interpolate(x, scale_factor=4), 4)
+        if self.change == "machine":
+            time.sleep(0.02)  # slower steps, outside any operator
+        x = F.adaptive_avg_pool2d(x, 1).flatten(1)
+        return self.fc2(F.relu(self.fc1(x)))
+
+
+def profiled(change: str | None) -> Profile:
+    torch.manual_seed(0)
+    spec = TrainSpec(batch_size=8, image_size=(32, 32))
+    workload = build_train(Net(change), spec, torch.device("cpu"))
+    return profile_steps(workload, torch.device("cpu"), CpuClock())
+
+
+@pytest.fixture(scope="module")
+def baseline() -> Profile:
+    """The unchanged net's profile over three runs, as a saved baseline keeps it."""
+    merged = Profile.merged([profiled(None) for _ in range(3)])
+    assert merged is not None
+    return merged
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ("convolution", lambda name: "convolution" in name),
+        ("memory format", lambda name: name in ("aten::copy_", "aten::clone", "aten::contiguous")),
+        ("cast", lambda name: name in ("aten::copy_", "aten::_to_copy", "aten::to")),
+        ("linear", lambda name: name in ("aten::addmm", "aten::mm")),
+        ("upsampling", lambda name: "upsample" in name),
+    ],
+)
+def test_the_operator_that_changed_is_named_first(
+    baseline: Profile, change: str, named: Callable[[str], bool]
+) -> None:
+    found = attribute(baseline, profiled(change))
+    assert found.changes, found.lines()
+    assert named(found.changes[0].name), found.lines()
+
+
+def test_slower_steps_outside_the_operators_name_none(baseline: Profile) -> None:
+    found = attribute(baseline, profiled("machine"))
+    assert found.step_change_s > 0.015
+    assert not found.found, found.lines()
+
+
+def test_a_profile_keeps_the_operators_that_take_most_of_the_step(baseline: Profile) -> None:
+    times = [o.seconds for o in baseline.operators]
+    assert times == sorted(times, reverse=True)
+    assert sum(times) >= 0.95 * baseline.operators_s - 1e-9
+    assert len(baseline.operators) <= 40
+    assert any(o.module == "conv1" for o in baseline.operators)  # forward operators' modules
+    assert statistics.median(o.calls for o in baseline.operators) >= 1
