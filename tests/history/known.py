@@ -11,6 +11,7 @@ dashboard from the same series.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import random
@@ -18,17 +19,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pytest_cnnperf.history.runs import CiRun, GitState, RunInfo
-from pytest_cnnperf.results import (
+from pytest_cnnperf.model import (
     BenchConfig,
-    BenchmarkResult,
     Decision,
     Environment,
-    Flags,
     Measurement,
     MemoryPeak,
+    Result,
     Sample,
     Verdict,
 )
+from pytest_cnnperf.store import codec
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "history-runs.json"
 RUNS = 40
@@ -52,15 +53,15 @@ def factor(kind: str, run: int) -> float:
     return 1.0
 
 
+@functools.cache
 def load() -> dict[str, object]:
     data: dict[str, object] = json.loads(DATA.read_text())
     return data
 
 
+@functools.cache
 def environment() -> Environment:
-    env = load()["environment"]
-    assert isinstance(env, dict)
-    return Environment(**{**env, "flags": Flags(**env["flags"])})
+    return codec.load(Environment, load()["environment"], "environment")
 
 
 def commit(run: int) -> str:
@@ -81,7 +82,7 @@ def run_info(run: int, **changes: object) -> RunInfo:
     return dataclasses.replace(info, **changes)  # type: ignore[arg-type]
 
 
-def result(kind: str, run: int, env: Environment | None = None) -> BenchmarkResult:
+def result(kind: str, run: int, env: Environment | None = None) -> Result:
     """Run ``run`` (0-based) of the series ``kind``, as a session records it."""
     runs = load()["runs"]
     assert isinstance(runs, list)
@@ -92,27 +93,25 @@ def result(kind: str, run: int, env: Environment | None = None) -> BenchmarkResu
         Sample(
             step_time_s=t * scale,
             step_times_s=(t * scale,),
-            phases={},
             cold_step_s=t * 3,
             warmup_steps=4,
             warmup_steady=True,
-            calibration_s=None,
             memory=MemoryPeak(memory[i], None, "cpu-profiler") if i < len(memory) else None,
         )
         for i, t in enumerate(measured["step_time_s"])
     )
     config = BenchConfig("train_step", "resnet18", 8, (64, 64), optimizer="sgd")
-    return BenchmarkResult(
-        test_id=f"test_history.py::test_{kind}",
-        key=config.key(),
+    return Result(
         config=config,
-        decision=Decision(Verdict.NEW),
+        test_id=f"test_history.py::test_{kind}",
+        recorded=run_info(run).recorded,
         environment=env or environment(),
         measurement=Measurement(8, samples),
+        decision=Decision(Verdict.NEW),
     )
 
 
-def history(kinds: tuple[str, ...] = KINDS) -> Iterator[tuple[RunInfo, list[BenchmarkResult]]]:
+def history(kinds: tuple[str, ...] = KINDS) -> Iterator[tuple[RunInfo, list[Result]]]:
     """The 40 runs, each with one result per series."""
     for run in range(RUNS):
         yield run_info(run), [result(kind, run) for kind in kinds]

@@ -13,11 +13,11 @@ from pathlib import Path
 import known
 import pytest
 
-from pytest_cnnperf import formats
 from pytest_cnnperf.cli import main
 from pytest_cnnperf.history import comment, store
 from pytest_cnnperf.history.store import open_store
-from pytest_cnnperf.results import BenchmarkResult, ResultsFile
+from pytest_cnnperf.model import Result, ResultsFile
+from pytest_cnnperf.store.results_file import RESULTS
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
@@ -41,7 +41,7 @@ def results_file(tmp_path: Path) -> Path:
     results = tuple(known.result(kind, known.RUNS - 1) for kind in known.KINDS)
     path = tmp_path / "results.json"
     document = ResultsFile("2026-11-06T00:00:00Z", known.environment().machine, results)
-    path.write_text(json.dumps(formats.RESULTS.dump(document)))
+    path.write_text(json.dumps(RESULTS.dump(document)))
     return path
 
 
@@ -289,11 +289,11 @@ def test_comment_is_the_run_with_its_trend_under_a_stable_marker(
     assert rows["test_flat"].endswith("| none |")
 
 
-def _odd(result: BenchmarkResult) -> BenchmarkResult:
+def _odd(result: Result) -> Result:
     """``result`` under a test id and a benchmark name= holding a pipe, a backtick and HTML."""
     config = dataclasses.replace(result.config, label="x|y<b>z</b>")
     test_id = "test_history.py::test_odd[a|b`c<script>alert(1)</script>]"
-    return dataclasses.replace(result, test_id=test_id, config=config, key=config.key())
+    return dataclasses.replace(result, test_id=test_id, config=config)
 
 
 def test_comment_shows_names_holding_html_backticks_and_pipes_as_they_are(
@@ -309,7 +309,7 @@ def test_comment_shows_names_holding_html_backticks_and_pipes_as_they_are(
         known.environment().machine,
         (_odd(known.result("flat", known.RUNS - 1)),),
     )
-    results_file.write_text(json.dumps(formats.RESULTS.dump(last)))
+    results_file.write_text(json.dumps(RESULTS.dump(last)))
     status, out, _ = run(capsys, "comment", results_file, "--history", history)
     assert status == 0
     # the test id a code span (its pipe escaped in a table), name= text with HTML as entities

@@ -9,76 +9,78 @@ import known
 import numpy as np
 from factories import ENV
 
-from pytest_cnnperf import explain, gate
-from pytest_cnnperf.history import creep
-from pytest_cnnperf.history.runs import Entry
-from pytest_cnnperf.policy import CPU
-from pytest_cnnperf.results import (
+from pytest_cnnperf.gate import creep
+from pytest_cnnperf.gate.creep import Run
+from pytest_cnnperf.gate.policy import CPU, GateSettings
+from pytest_cnnperf.model import (
     BenchConfig,
-    BenchmarkResult,
+    Comparison,
     Creep,
     Decision,
     Measurement,
     MemoryPeak,
+    Result,
     Sample,
     Verdict,
 )
+from pytest_cnnperf.reports import explain
 
-SETTINGS = gate.GateSettings(
-    CPU.gate, throughput_threshold=0.10, memory_threshold=0.05, strict=False
-)
+SETTINGS = GateSettings(CPU.gate, throughput_threshold=0.10, memory_threshold=0.05, strict=False)
 CONFIG = BenchConfig(kind="train_step", model="m", batch_size=8, image_size=(64, 64))
 
 
-def measurement(center: float, seed: int, memory: int = 100 << 20) -> Measurement:
+def measured(center: float, seed: int, memory: int = 100 << 20) -> Result:
+    """A result of eight samples around ``center`` seconds a step (2% noise), undecided."""
     times = center * np.exp(np.random.default_rng(seed).normal(0, 0.02, 8))
-    return Measurement(
-        8,
-        tuple(
-            Sample(
-                step_time_s=float(t),
-                step_times_s=(float(t),),
-                phases={},
-                cold_step_s=float(t),
-                warmup_steps=3,
-                warmup_steady=True,
-                calibration_s=None,
-                memory=MemoryPeak(memory, None, "cpu-profiler"),
-                cpu_contention=0.0,
-            )
-            for t in times
-        ),
+    samples = tuple(
+        Sample(
+            step_time_s=float(t),
+            step_times_s=(float(t),),
+            cold_step_s=float(t),
+            warmup_steps=3,
+            warmup_steady=True,
+            memory=MemoryPeak(memory, None, "cpu-profiler"),
+            cpu_contention=0.0,
+        )
+        for t in times
     )
-
-
-def entry(run: int, center: float, memory: int = 100 << 20) -> Entry:
-    result = BenchmarkResult(
-        test_id="test_m.py::test_m",
-        key=CONFIG.key(),
+    return Result(
         config=CONFIG,
-        decision=Decision(Verdict.OK),
+        test_id="test_m.py::test_m",
         environment=ENV,
-        measurement=measurement(center, seed=run, memory=memory),
+        measurement=Measurement(8, samples),
     )
-    return Entry(run + 1, known.run_info(run), result)
+
+
+def run(number: int, center: float, memory: int = 100 << 20) -> Run:
+    """Run ``number`` (0-based) of the history, gated ok at the time."""
+    info = known.run_info(number)
+    result = dataclasses.replace(
+        measured(center, seed=number, memory=memory), decision=Decision(Verdict.OK)
+    )
+    return Run(result, info.commit, info.recorded)
 
 
 #: five recent runs, newest first; the best (fastest) is run 2 at 40 ms
-RECENT = [entry(4, 0.046), entry(3, 0.044), entry(2, 0.040), entry(1, 0.042), entry(0, 0.043)]
+RECENT = [run(4, 0.046), run(3, 0.044), run(2, 0.040), run(1, 0.042), run(0, 0.043)]
 
 
-def judged(current: Measurement, decision: Decision | None = None) -> Decision:
-    return creep.judge(decision or Decision(Verdict.OK), current, ENV, RECENT, SETTINGS, 0.10)
+def judged(current: Result, decision: Decision | None = None) -> Decision:
+    return creep.judge(decision or Decision(Verdict.OK), current, RECENT, SETTINGS, 0.10)
+
+
+def decided(current: Result, decision: Decision) -> Result:
+    return dataclasses.replace(current, decision=decision)
 
 
 def test_the_best_recent_run_is_the_fastest() -> None:
     best = creep.best_run(RECENT)
-    assert best is not None
-    assert best.run_id == 3
+    assert best is RECENT[2]
+    assert (best.commit, best.recorded) == (known.commit(2), "2026-11-01T06:00:00Z")
 
 
 def test_past_the_threshold_against_the_best_fails() -> None:
-    decision = judged(measurement(0.048, seed=9))  # 20% slower than the best
+    decision = judged(measured(0.048, seed=9))  # 20% slower than the best
     assert decision.verdict is Verdict.REGRESSED
     assert decision.failed
     (reason,) = decision.reasons
@@ -92,27 +94,26 @@ def test_past_the_threshold_against_the_best_fails() -> None:
 
 def test_within_the_threshold_passes_unchanged() -> None:
     before = Decision(Verdict.OK, baseline_file="baselines/x.json")
-    assert judged(measurement(0.041, seed=9), before) == before
+    assert judged(measured(0.041, seed=9), before) == before
 
 
 def test_no_recent_run_leaves_the_decision_alone() -> None:
     before = Decision(Verdict.NEW)
-    after = creep.judge(before, measurement(0.08, seed=1), ENV, [], SETTINGS, 0.10)
+    after = creep.judge(before, measured(0.08, seed=1), [], SETTINGS, 0.10)
     assert after == before
 
 
 def test_memory_grown_past_the_threshold_fails_too() -> None:
-    decision = judged(measurement(0.041, seed=9, memory=120 << 20))
+    decision = judged(measured(0.041, seed=9, memory=120 << 20))
     (reason,) = decision.reasons
     assert isinstance(reason, Creep)
     assert [c.metric for c in reason.comparisons] == ["memory"]
 
 
 def test_the_failure_says_it_is_the_history_and_how_to_accept_it() -> None:
-    decision = judged(measurement(0.048, seed=9))
-    result = BenchmarkResult(
-        "test_m.py::test_m", CONFIG.key(), CONFIG, decision, ENV, measurement(0.048, seed=9)
-    )
+    current = measured(0.048, seed=9)
+    decision = judged(current)
+    result = decided(current, decision)
     (reason,) = decision.reasons
     assert isinstance(reason, Creep)
     change = reason.comparisons[0].change
@@ -135,10 +136,10 @@ def test_the_failure_says_it_is_the_history_and_how_to_accept_it() -> None:
 
 def test_a_baseline_regression_and_a_creep_are_accepted_together() -> None:
     regressed = Decision(Verdict.REGRESSED, failed=True, throughput=None)
-    decision = judged(measurement(0.048, seed=9), regressed)
+    decision = judged(measured(0.048, seed=9), regressed)
     baseline_comparison = dataclasses.replace(creep_comparison(decision), verdict=Verdict.REGRESSED)
     decision = dataclasses.replace(decision, throughput=baseline_comparison)
-    result = BenchmarkResult("test_m.py::test_m", CONFIG.key(), CONFIG, decision, ENV)
+    result = Result(CONFIG, "test_m.py::test_m", environment=ENV, decision=decision)
     lines = explain.failure(result, SETTINGS.policy.alpha).splitlines()
     assert lines[0].endswith(
         "regressed (throughput; throughput against the best of its recent runs in the history)"
@@ -149,19 +150,18 @@ def test_a_baseline_regression_and_a_creep_are_accepted_together() -> None:
     )
 
 
-def creep_comparison(decision: Decision):  # type: ignore[no-untyped-def]
-    reason = explain.creep_of(decision)
-    assert reason is not None
+def creep_comparison(decision: Decision) -> Comparison:
+    reason = decision.creep
+    assert isinstance(reason, Creep)
     return reason.comparisons[0]
 
 
 def test_the_markdown_summary_names_the_creep() -> None:
     from pytest_cnnperf.reports import markdown
 
-    decision = judged(measurement(0.048, seed=9))
-    result = BenchmarkResult(
-        "test_m.py::test_m", CONFIG.key(), CONFIG, decision, ENV, measurement(0.048, seed=9)
-    )
+    current = measured(0.048, seed=9)
+    decision = judged(current)
+    result = decided(current, decision)
     text = markdown.render([result])
     assert text.startswith("### ❌ cnnperf: 1 of 1 benchmark regressed\n")
     (line,) = [line for line in text.splitlines() if line.startswith("- ❌")]

@@ -1,6 +1,8 @@
 """``--cnnperf-history``: every benchmarked run appended at the end of the session, by the
 process that ends it; a history out of reach is one message and costs nothing else; the creep
-gate. The sleepy model's injected slowdowns are large and deterministic; no timing is asserted."""
+gate. The runs take scripted samples (``tests/scripted.py``) through the real plugin, session,
+baselines, gate and history; one run measures for real and is recorded whole. No timing is
+asserted."""
 
 from __future__ import annotations
 
@@ -10,9 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from scripted import Scripted
 
 from pytest_cnnperf.history import store
 from pytest_cnnperf.history.store import open_store
+from pytest_cnnperf.store import results_file
 
 BENCH = """
 from models import Sleepy
@@ -33,18 +37,51 @@ def add_ini(project: pytest.Pytester, lines: str) -> None:
 
 def entries(target: Path | str) -> list[tuple[int, str, str]]:
     with open_store(target) as history:
-        return [
-            (e.run_id, e.result.test_id, e.result.decision.verdict.value) for e in history.entries()
-        ]
+        return [(e.run_id, e.result.test_id, str(e.result.verdict)) for e in history.entries()]
 
 
-def test_every_run_is_appended_at_the_end_of_the_session(project: pytest.Pytester) -> None:
+@pytest.fixture
+def scripted() -> Scripted:
+    """Scripted samples for a project's runs: ``project.runpytest(..., plugins=[scripted])``."""
+    return Scripted()
+
+
+def test_a_measured_run_is_recorded_whole(project: pytest.Pytester) -> None:
+    """The end-to-end test that times for real: the history keeps each result as the results
+    file has it (environment, samples, decision), with the run's machine."""
     project.makepyfile(test_bench=BENCH)
-    saved = project.runpytest("--cnnperf", "--cnnperf-save", "--cnnperf-history=perf/history.db")
+    result = project.runpytest(
+        "--cnnperf",
+        "--cnnperf-history=perf/history.db",
+        "--cnnperf-json=results.json",
+        "test_bench.py::test_a",
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["recorded run 1 (1 benchmark) in the history perf/history.db"])
+    (written,) = results_file.load(project.path / "results.json").results
+    with open_store(project.path / "perf" / "history.db") as history:
+        (entry,) = history.entries()
+    assert entry.result == written
+    assert written.environment is not None
+    assert entry.run.machine == written.environment.machine
+    assert entry.run.git.commit is None  # pytester's folder is no git checkout
+    assert written.measured.samples
+
+
+def test_every_run_is_appended_at_the_end_of_the_session(
+    project: pytest.Pytester, scripted: Scripted
+) -> None:
+    project.makepyfile(test_bench=BENCH)
+    saved = project.runpytest(
+        "--cnnperf", "--cnnperf-save", "--cnnperf-history=perf/history.db", plugins=[scripted]
+    )
     saved.assert_outcomes(passed=2)
     saved.stdout.fnmatch_lines(["recorded run 1 (2 benchmarks) in the history perf/history.db"])
     gated = project.runpytest(
-        "--cnnperf", "--cnnperf-history=perf/history.db", "test_bench.py::test_a"
+        "--cnnperf",
+        "--cnnperf-history=perf/history.db",
+        "test_bench.py::test_a",
+        plugins=[scripted],
     )
     gated.assert_outcomes(passed=1)
     gated.stdout.fnmatch_lines(["recorded run 2 (1 benchmark) in the history perf/history.db"])
@@ -57,18 +94,21 @@ def test_every_run_is_appended_at_the_end_of_the_session(project: pytest.Pyteste
     with open_store(target) as history:
         first = history.entries()[0]
     assert first.run.machine == first.result.environment.machine  # type: ignore[union-attr]
-    assert first.run.git.commit is None  # pytester's folder is no git checkout
-    assert first.result.measurement is not None
-    assert len(first.result.measurement.samples) == 8
+    assert len(first.result.measured.samples) == 8  # a saving run's samples
+    assert [test for test, _ in scripted.script.taken][:2] == ["test_a", "test_b"]  # not timed
 
 
-def test_the_ini_setting_is_relative_to_the_rootdir(project: pytest.Pytester) -> None:
+def test_the_ini_setting_is_relative_to_the_rootdir(
+    project: pytest.Pytester, scripted: Scripted
+) -> None:
     project.makepyfile(test_bench=BENCH)
     add_ini(project, "cnnperf_history = .cnnperf/history.db\n")
     sub = project.mkdir("sub")
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(sub)
-        result = project.runpytest("--cnnperf", f"{project.path}/test_bench.py::test_a")
+        result = project.runpytest(
+            "--cnnperf", f"{project.path}/test_bench.py::test_a", plugins=[scripted]
+        )
     result.assert_outcomes(passed=1)
     assert len(entries(project.path / ".cnnperf" / "history.db")) == 1
 
@@ -93,7 +133,7 @@ def test_a_bad_target_is_a_usage_error(project: pytest.Pytester) -> None:
 
 
 def test_a_server_out_of_reach_is_one_message_and_costs_nothing_else(
-    project: pytest.Pytester,
+    project: pytest.Pytester, scripted: Scripted
 ) -> None:
     pytest.importorskip("psycopg")
     project.makepyfile(test_bench=BENCH)
@@ -102,6 +142,7 @@ def test_a_server_out_of_reach_is_one_message_and_costs_nothing_else(
         "--cnnperf-save",
         "--cnnperf-json=results.json",
         "--cnnperf-history=postgresql://perf:s3cret@127.0.0.1:9/perf",
+        plugins=[scripted],
     )
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
@@ -137,12 +178,19 @@ def test_a_server_out_of_reach_is_one_message_and_costs_nothing_else(
 )
 @pytest.mark.slow
 def test_a_history_that_cannot_be_read_is_one_message(
-    project: pytest.Pytester, prepare: Callable[[Path], object], problem: str
+    project: pytest.Pytester,
+    scripted: Scripted,
+    prepare: Callable[[Path], object],
+    problem: str,
 ) -> None:
     project.makepyfile(test_bench=BENCH)
     prepare(project.path / "history.db")
     result = project.runpytest(
-        "--cnnperf", "--cnnperf-save", "--cnnperf-json=r.json", "--cnnperf-history=history.db"
+        "--cnnperf",
+        "--cnnperf-save",
+        "--cnnperf-json=r.json",
+        "--cnnperf-history=history.db",
+        plugins=[scripted],
     )
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
@@ -156,7 +204,7 @@ def test_a_history_that_cannot_be_read_is_one_message(
 
 
 def test_a_locked_history_is_one_message(
-    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    project: pytest.Pytester, scripted: Scripted, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     project.makepyfile(test_bench=BENCH)
     path = project.path / "history.db"
@@ -166,7 +214,7 @@ def test_a_locked_history_is_one_message(
     holder.execute("BEGIN EXCLUSIVE")
     try:
         result = project.runpytest(
-            "--cnnperf", "--cnnperf-history=history.db", "test_bench.py::test_a"
+            "--cnnperf", "--cnnperf-history=history.db", "test_bench.py::test_a", plugins=[scripted]
         )
     finally:
         holder.execute("ROLLBACK")
@@ -181,11 +229,11 @@ def test_a_locked_history_is_one_message(
     )
 
 
-def test_a_postgresql_history(project: pytest.Pytester, pg_url: str) -> None:
+def test_a_postgresql_history(project: pytest.Pytester, scripted: Scripted, pg_url: str) -> None:
     project.makepyfile(test_bench=BENCH)
     for _ in range(2):
         result = project.runpytest(
-            "--cnnperf", f"--cnnperf-history={pg_url}", "test_bench.py::test_b"
+            "--cnnperf", f"--cnnperf-history={pg_url}", "test_bench.py::test_b", plugins=[scripted]
         )
         result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
@@ -204,22 +252,24 @@ CREEP_INI = "cnnperf_history = history.db\ncnnperf_creep = 30%\ncnnperf_creep_ru
 
 
 @pytest.fixture
-def crept(project: pytest.Pytester, inject: Callable[[str], Path]) -> pytest.Pytester:
+def crept(project: pytest.Pytester, scripted: Scripted) -> pytest.Pytester:
     """A project whose test_a slowed down after its first run, with its baseline re-saved
     after the slowdown: the baseline gate no longer sees it, the history does."""
     project.makepyfile(test_bench=BENCH)
     add_ini(project, CREEP_INI)
-    project.runpytest("--cnnperf", "--cnnperf-save").assert_outcomes(passed=2)
-    inject("SLOWDOWN-a")
-    saved = project.runpytest("--cnnperf", "--cnnperf-save", "test_bench.py::test_a")
+    project.runpytest("--cnnperf", "--cnnperf-save", plugins=[scripted]).assert_outcomes(passed=2)
+    scripted.slow_down("test_a", 3.0)
+    saved = project.runpytest(
+        "--cnnperf", "--cnnperf-save", "test_bench.py::test_a", plugins=[scripted]
+    )
     saved.assert_outcomes(passed=1)
     return project
 
 
 def test_the_creep_gate_fails_a_slowdown_the_baseline_was_resaved_over(
-    crept: pytest.Pytester,
+    crept: pytest.Pytester, scripted: Scripted
 ) -> None:
-    result = crept.runpytest("--cnnperf")
+    result = crept.runpytest("--cnnperf", plugins=[scripted])
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -235,27 +285,38 @@ def test_the_creep_gate_fails_a_slowdown_the_baseline_was_resaved_over(
 
 
 @pytest.mark.slow
-def test_an_accepted_run_is_where_the_creep_gate_starts(crept: pytest.Pytester) -> None:
-    crept.runpytest("--cnnperf", "--cnnperf-creep-accept").assert_outcomes(passed=2)
-    crept.runpytest("--cnnperf").assert_outcomes(passed=2)
+def test_an_accepted_run_is_where_the_creep_gate_starts(
+    crept: pytest.Pytester, scripted: Scripted
+) -> None:
+    accepted = crept.runpytest("--cnnperf", "--cnnperf-creep-accept", plugins=[scripted])
+    accepted.assert_outcomes(passed=2)
+    crept.runpytest("--cnnperf", plugins=[scripted]).assert_outcomes(passed=2)
 
 
 @pytest.mark.slow
-def test_the_creep_gate_passes_a_steady_benchmark(project: pytest.Pytester) -> None:
+def test_the_creep_gate_passes_a_steady_benchmark(
+    project: pytest.Pytester, scripted: Scripted
+) -> None:
     project.makepyfile(test_bench=BENCH)
     add_ini(project, CREEP_INI)
-    project.runpytest("--cnnperf", "test_bench.py::test_b").assert_outcomes(passed=1)
-    result = project.runpytest("--cnnperf", "test_bench.py::test_b")
+    first = project.runpytest("--cnnperf", "test_bench.py::test_b", plugins=[scripted])
+    first.assert_outcomes(passed=1)
+    result = project.runpytest("--cnnperf", "test_bench.py::test_b", plugins=[scripted])
     result.assert_outcomes(passed=1)
     result.stdout.no_fnmatch_line("*note: creep*")
 
 
 @pytest.mark.slow
-def test_a_history_the_creep_gate_cannot_read_is_one_warning(project: pytest.Pytester) -> None:
+def test_a_history_the_creep_gate_cannot_read_is_one_warning(
+    project: pytest.Pytester, scripted: Scripted
+) -> None:
     pytest.importorskip("psycopg")
     project.makepyfile(test_bench=BENCH)
     result = project.runpytest(
-        "--cnnperf", "--cnnperf-creep=10%", "--cnnperf-history=postgresql://127.0.0.1:9/perf"
+        "--cnnperf",
+        "--cnnperf-creep=10%",
+        "--cnnperf-history=postgresql://127.0.0.1:9/perf",
+        plugins=[scripted],
     )
     result.assert_outcomes(passed=2)
     warnings = [line for line in result.stdout.lines if line.startswith("warning: history")]
@@ -289,12 +350,18 @@ def test_the_creep_gate_without_a_history_is_a_usage_error(project: pytest.Pytes
     )
 
 
-def test_an_interrupted_run_is_not_recorded(project: pytest.Pytester) -> None:
-    project.makepyfile(
-        test_bench=BENCH + "\ndef test_c():\n    raise KeyboardInterrupt\n",
+def test_an_interrupted_run_is_not_recorded(project: pytest.Pytester, scripted: Scripted) -> None:
+    project.makepyfile(test_bench=BENCH + "\ndef test_c():\n    raise KeyboardInterrupt\n")
+    result = project.runpytest(
+        "--cnnperf",
+        "--cnnperf-history=history.db",
+        "--cnnperf-json=results.json",
+        plugins=[scripted],
+        no_reraise_ctrlc=True,  # the interrupt ends the inner run, not the one running this test
     )
-    # a subprocess: in-process, the interrupt would reach the pytest that runs this test
-    result = project.runpytest_subprocess("--cnnperf", "--cnnperf-history=history.db")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*the run was interrupted: it is not recorded in the history*"])
     assert not (project.path / "history.db").exists()
+    # though both benchmarks had measured by then
+    measured = results_file.load(project.path / "results.json").measured
+    assert [r.test for r in measured] == ["test_a", "test_b"]

@@ -14,8 +14,8 @@ from pathlib import Path
 import known
 import pytest
 
-from pytest_cnnperf import formats
-from pytest_cnnperf.history import runs, store
+from pytest_cnnperf.history import store
+from pytest_cnnperf.history.runs import CiRun, GitState, RunInfo
 from pytest_cnnperf.history.store import HistoryProblem, open_store
 
 
@@ -70,9 +70,36 @@ def test_a_result_that_failed_to_run_is_kept(target: Path | str) -> None:
     assert entry.result.error == "boom"
 
 
-def test_every_field_of_a_run_is_mapped() -> None:
-    for record in runs.RECORDS:
-        assert formats.unmapped(record) == set(), record.cls
+def test_every_field_of_a_run_comes_back(target: Path | str) -> None:
+    """A run with every field set (a pull request's CI job on a dirty checkout, accepted) is
+    read back whole: its JSON is derived from the dataclasses, nothing is left out."""
+    info = known.run_info(
+        0,
+        git=GitState("c" * 40, "faster-stem", True, "2026-11-01T00:00:00+00:00"),
+        ci=CiRun(
+            provider="github",
+            run_id="123",
+            attempt="2",
+            job_id="perf",
+            tested_commit="m" * 40,
+            head_commit="a" * 40,
+            branch="faster-stem",
+            base_branch="main",
+            pull_request="7",
+            project="team/models",
+            url="https://github.com/team/models/actions/runs/123/attempts/2",
+        ),
+        accepted=True,
+    )
+    assert info.ci is not None
+    parts: tuple[RunInfo, GitState, CiRun] = (info, info.git, info.ci)
+    for part in parts:
+        unset = [f.name for f in dataclasses.fields(part) if getattr(part, f.name) is None]
+        assert unset == [], f"set {unset} of {type(part).__name__} above"
+    with open_store(target, create=True) as history:
+        history.append(info, [known.result("flat", 0)])
+        (entry,) = history.entries()
+    assert entry.run == info
 
 
 def test_a_new_sqlite_history_is_marked_with_its_schema(tmp_path: Path) -> None:
@@ -180,6 +207,7 @@ def test_a_file_in_the_way_of_the_folder_is_one_message(tmp_path: Path) -> None:
 
 def test_a_result_json_cannot_hold_is_one_message(tmp_path: Path) -> None:
     result = known.result("flat", 0)
+    assert result.decision is not None
     broken = dataclasses.replace(
         result, decision=dataclasses.replace(result.decision, machine_speed=float("nan"))
     )
