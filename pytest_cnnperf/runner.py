@@ -34,8 +34,8 @@ from .store.baseline import BaselineFileError, BaselineSaveError
 from .store.locations import Location, safe_name
 
 T = TypeVar("T")
-#: samples of a benchmark saved as a baseline that profile its operators
-PROFILED_BASELINE_SAMPLES = 3
+#: samples of a benchmark that profile its operators (the first ones)
+PROFILED_SAMPLES = 3
 S = TypeVar("S", TrainSpec, InferenceSpec)
 
 
@@ -295,8 +295,8 @@ class CnnPerf:
             plan=plan.sample,
             world_size=world_size,
             memory_samples=plan.sampling.memory_samples,
-            # a baseline's profile spans processes, so that its noise includes theirs
-            profile_samples=(PROFILED_BASELINE_SAMPLES if plan.save else 1) if profiled else 0,
+            # a profile spans processes, so that its noise includes theirs
+            profile_samples=PROFILED_SAMPLES if profiled else 0,
             trace=self._trace_path(key) if profiled else None,
         )
         started = time.perf_counter()

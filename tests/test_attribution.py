@@ -164,8 +164,8 @@ class Net(nn.Module):
         self.conv1 = nn.Conv2d(3, 16, 3, padding=1)
         self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
         self.extra = nn.Conv2d(32, 32, 3, padding=1) if change == "convolution" else None
-        width = 4096 if change == "linear" else 64
-        self.fc1 = nn.Linear(32, width)
+        width = 8192 if change == "linear" else 256
+        self.fc1 = nn.Linear(32 * 4 * 4, width)
         self.fc2 = nn.Linear(width, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -181,32 +181,33 @@ class Net(nn.Module):
             x = x + F.avg_pool2d(F.interpolate(x, scale_factor=4), 4)
         if self.change == "machine":
             time.sleep(0.02)  # slower steps, outside any operator
-        x = F.adaptive_avg_pool2d(x, 1).flatten(1)
+        x = F.adaptive_avg_pool2d(x, 4).flatten(1)
         return self.fc2(F.relu(self.fc1(x)))
 
 
 def profiled(change: str | None) -> Profile:
+    """The net's profile over three runs, as a benchmark's samples take it."""
     torch.manual_seed(0)
     spec = TrainSpec(batch_size=8, image_size=(32, 32))
     workload = build_train(Net(change), spec, torch.device("cpu"))
-    return profile_steps(workload, torch.device("cpu"), CpuClock())
+    runs = [profile_steps(workload, torch.device("cpu"), CpuClock()) for _ in range(3)]
+    merged = Profile.merged(runs)
+    assert merged is not None
+    return merged
 
 
 @pytest.fixture(scope="module")
 def baseline() -> Profile:
-    """The unchanged net's profile over three runs, as a saved baseline keeps it."""
-    merged = Profile.merged([profiled(None) for _ in range(3)])
-    assert merged is not None
-    return merged
+    return profiled(None)
 
 
 @pytest.mark.parametrize(
     ("change", "named"),
     [
-        ("convolution", lambda name: "convolution" in name),
-        ("memory format", lambda name: name in ("aten::copy_", "aten::clone", "aten::contiguous")),
-        ("cast", lambda name: name in ("aten::copy_", "aten::_to_copy", "aten::to")),
-        ("linear", lambda name: name in ("aten::addmm", "aten::mm")),
+        ("convolution", lambda name: "conv" in name),
+        ("memory format", lambda name: name in ("aten::contiguous", "aten::clone")),
+        ("cast", lambda name: name in ("aten::to", "aten::_to_copy")),
+        ("linear", lambda name: name in ("aten::linear", "aten::addmm", "aten::mm")),
         ("upsampling", lambda name: "upsample" in name),
     ],
 )
@@ -230,4 +231,5 @@ def test_a_profile_keeps_the_operators_that_take_most_of_the_step(baseline: Prof
     assert sum(times) >= 0.95 * baseline.operators_s - 1e-9
     assert len(baseline.operators) <= 40
     assert any(o.module == "conv1" for o in baseline.operators)  # forward operators' modules
+    assert "aten::mkldnn_convolution" not in {o.name for o in baseline.operators}  # inner ops
     assert statistics.median(o.calls for o in baseline.operators) >= 1

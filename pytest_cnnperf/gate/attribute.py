@@ -19,7 +19,10 @@ from ..model.profile import Attribution, OperatorChange, OperatorTime, Profile
 #: how far beyond its noise an operator's change must go to be named
 NOISE_FACTOR = 3.0
 #: and the least share of the step it must move, so that tiny operators never clutter a message
-LEAST_SHARE = 0.01
+LEAST_SHARE = 0.02
+#: and the least share of the step's change it must account for: a change spread thin over many
+#: operators is the machine's, not one operator's
+LEAST_PART = 0.05
 #: operators below this share of the step do not vote on how much the machine changed
 VOTING_SHARE = 0.005
 #: an allocation change worth naming: this many bytes a step, and this share of what it was
@@ -53,8 +56,9 @@ def attribute(
             )
         )
     changes.sort(key=lambda c: abs(c.change_s), reverse=True)
-    if step_change and abs(step_change) > 1e-12:
+    if abs(step_change) > floor:
         changes = [_with_share(c, step_change) for c in changes]
+        changes = [c for c in changes if c.share is not None and abs(c.share) >= LEAST_PART]
     explained = sum(c.change_s for c in changes) / step_change if changes and step_change else 0.0
     return Attribution(
         step_change_s=step_change,

@@ -1,9 +1,11 @@
 """The operator profile: a few steady steps under ``torch.profiler``, after the timed steps.
 
-Each operator's time per step is its own time on the CPU (children excluded) or, on CUDA, the
-device time of the kernels it launched itself (CUPTI), in its fastest profiled step (something
-else running on the machine only ever slows an operator down); its spread is how far its median
-step was above that, which is what a later comparison must stand out of. Forward hooks open a
+The operators are those the model, the loss, the optimizer and the autograd engine call
+(``aten::conv2d``, ``aten::convolution_backward``), the operators they call in turn counted in
+them. Each one's time per step is its CPU time or, on CUDA, the device time of the kernels it
+launched (CUPTI), in its fastest profiled step (something else running on the machine only ever
+slows an operator down); its spread is how far its median step was above that, which is what a
+later comparison must stand out of. Forward hooks open a
 ``record_function`` range per module, so that a forward operator is named with the module that ran
 it (``layer4.1.conv2``); compiled models are left unhooked, as hooks would make them recompile.
 """
@@ -82,18 +84,17 @@ def summarise(events: Any, cuda: bool) -> Profile:
     allocated: dict[str, int] = defaultdict(int)
     modules: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for event in events:
-        if not _operator(event.name):
-            continue
+        if not _operator(event.name) or not _outermost(event):
+            continue  # an inner operator's time and memory count in the one that called it
         step = bisect.bisect_right(starts, event.time_range.start) - 1
         if step < 0 or event.time_range.start > steps[step][1]:
             continue
         name = event.name
-        own = (event.self_device_time_total if cuda else event.self_cpu_time_total) / 1e6
+        own = (event.device_time_total if cuda else event.cpu_time_total) / 1e6
         seconds[name][step] += own
         calls[name] += 1
-        if _outermost(event):  # what the model's call allocated, its inner operators' too
-            memory = event.device_memory_usage if cuda else event.cpu_memory_usage
-            allocated[name] += max(0, int(memory))
+        memory = event.device_memory_usage if cuda else event.cpu_memory_usage
+        allocated[name] += max(0, int(memory))
         module = _module_of(event)
         if module is not None:
             modules[name][module] += own
@@ -112,7 +113,7 @@ def summarise(events: Any, cuda: bool) -> Profile:
     kept = _top(rows, lambda o: o.seconds, TIME_ROWS)
     kept += [o for o in _top(rows, lambda o: o.allocated_bytes, MEMORY_ROWS) if o not in kept]
     kept.sort(key=lambda o: o.seconds, reverse=True)
-    step_s = statistics.median((end - start) / 1e6 for start, end in steps)
+    step_s = min((end - start) / 1e6 for start, end in steps)
     return Profile(
         clock="cuda" if cuda else "cpu",
         steps=count,

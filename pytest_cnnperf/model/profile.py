@@ -1,9 +1,10 @@
 """Where a step's time and memory go, operator by operator, and what changed between two runs.
 
 A :class:`Profile` is taken in a pass of its own after a sample's timed steps (like the memory
-pass): a few steady steps under ``torch.profiler``, each operator's time per step (on CUDA the
-device time of the kernels it launched, on the CPU its own time, children excluded), how much it
-varied from step to step, and what it allocated. An :class:`Attribution` is the gate's answer to
+pass): a few steady steps under ``torch.profiler``, and for each operator the model, the loss, the
+optimizer or the autograd engine called, its time per step (on CUDA the device time of the kernels
+it launched, on the CPU its CPU time; the operators it called counted in it), how much that varied,
+and what it allocated. An :class:`Attribution` is the gate's answer to
 "which operators got slower": the changes between a baseline's profile and the current one that
 stand out of the profiles' own noise.
 """
@@ -22,15 +23,14 @@ from .values import Bytes, NonNegative, Positive, PositiveInt
 class OperatorTime:
     """One operator's share of a profiled step."""
 
-    #: the aten operator: ``aten::mkldnn_convolution``, ``aten::addmm``
+    #: the aten operator: ``aten::conv2d``, ``aten::convolution_backward``, ``aten::linear``
     name: str
     calls: NonNegative
     #: its own time per step, in the fastest profiled step (of the fastest process)
     seconds: NonNegative
     #: how much slower it ran in the median step (or process) than in that one: its noise
     spread: NonNegative = 0.0
-    #: bytes it allocated per step, its inner operators' included (counted where the model, the
-    #: loss, the optimizer or the autograd engine called it, not where another operator did)
+    #: bytes it allocated per step, the operators it called included
     allocated_bytes: Bytes = 0
     #: the module that ran most of it in the forward pass (``layer4.1.conv2``), where known
     module: str | None = None
@@ -44,7 +44,7 @@ class Profile:
     #: ``cuda``: the device time of the kernels each operator launched; ``cpu``: its own time
     clock: str
     steps: PositiveInt
-    #: the wall time of a profiled step (the profiler's overhead included)
+    #: the wall time of the fastest profiled step (the profiler's overhead included)
     step_s: Positive
     operators: tuple[OperatorTime, ...]
     #: the time per step of the operators below the cut, and their names
@@ -92,7 +92,7 @@ class Profile:
         return cls(
             clock=profiles[0].clock,
             steps=sum(p.steps for p in profiles),
-            step_s=statistics.median(p.step_s for p in profiles),
+            step_s=min(p.step_s for p in profiles),
             operators=tuple(merged),
             other_s=statistics.median(p.other_s for p in profiles),
             rest=tuple(sorted({n for p in profiles for n in p.rest} - listed)),
