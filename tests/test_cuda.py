@@ -47,6 +47,7 @@ INI = """
 [pytest]
 cnnperf_samples = 2
 cnnperf_min_time = 0.2
+cnnperf_attribution = off
 """
 
 MODELS = """
@@ -330,12 +331,11 @@ def test_flops_peak_and_energy_of_a_cuda_step() -> None:
     peaks table (or says why not), and reads NVML's energy counter around the timed steps."""
     import dataclasses
 
-    from pytest_cnnperf.measuring.workload import TrainSpec
     from pytest_cnnperf.gate.policy import CUDA
     from pytest_cnnperf.measuring import energy, peak_table
     from pytest_cnnperf.measuring.nvml import GpuMonitor
     from pytest_cnnperf.measuring.sample import SamplePlan, take_sample
-    from pytest_cnnperf.measuring.workload import build_train
+    from pytest_cnnperf.measuring.workload import TrainSpec, build_train
 
     device = torch.device("cuda:0")
     workload = build_train(
@@ -369,3 +369,37 @@ def test_flops_peak_and_energy_of_a_cuda_step() -> None:
         assert sample.energy.items == 16 * len(sample.step_times_s)
     else:
         assert sample.energy is None
+
+
+def test_an_extra_convolution_is_named_by_its_kernels_device_time() -> None:
+    """The operator profile on CUDA: each operator's time is the device time of the kernels it
+    launched (CUPTI), so a convolution added to the model is named first, in its module."""
+    from torch import nn
+
+    from pytest_cnnperf.gate.attribute import attribute
+    from pytest_cnnperf.measuring.profile import profile_steps
+    from pytest_cnnperf.measuring.timing import CudaClock
+    from pytest_cnnperf.measuring.workload import TrainSpec, build_train
+    from pytest_cnnperf.model import Profile
+
+    def net(extra: bool) -> nn.Module:
+        layers: list[nn.Module] = [nn.Conv2d(3, 64, 3, padding=1), nn.ReLU()]
+        if extra:
+            layers += [nn.Conv2d(64, 64, 3, padding=1), nn.ReLU()]
+        return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
+
+    device = torch.device("cuda:0")
+
+    def profiled(extra: bool) -> Profile:
+        workload = build_train(net(extra), TrainSpec(batch_size=64, image_size=(64, 64)), device)
+        runs = [profile_steps(workload, device, CudaClock(device)) for _ in range(3)]
+        merged = Profile.merged(runs)
+        assert merged is not None
+        assert merged.clock == "cuda"
+        return merged
+
+    found = attribute(profiled(False), profiled(True))
+    assert found.changes, found.lines()
+    first = found.changes[0]
+    assert "conv" in first.name, found.lines()
+    print("\n".join(["extra convolution on the GPU:", *found.lines()]))

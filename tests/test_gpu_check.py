@@ -142,7 +142,7 @@ def gpu_check(tmp_path: Path, *args: str) -> tuple[str, list[str]]:
 @pytest.mark.parametrize(
     ("mode", "stages"),
     [
-        ((), ["machine", "CUDA tests", "short zoo", "truth table"]),
+        ((), ["machine", "CUDA tests", "attribution", "short zoo", "truth table"]),
         (("--extra",), ["machine", "compiled training", "efficiency", "cnnperf doctor"]),
     ],
 )
@@ -166,7 +166,7 @@ def test_the_cuda_tests_run_in_file_order(tmp_path: Path) -> None:
     """The test that asserts no other process used the GPU runs before any test starts CUDA in
     the pytest process."""
     _, calls = gpu_check(tmp_path)
-    (tests,) = [c for c in calls if "tests/test_cuda.py" in c]
+    (tests,) = [c for c in calls if "tests/test_cuda.py" in c and "not extra_convolution" in c]
     assert "-p no:randomly" in tests
 
 
