@@ -13,6 +13,7 @@ from typing import Any
 
 import factories
 import pytest
+import scipy.stats  # noqa: F401  (imported once, for the in-process runs that gate)
 import torch
 import torchvision
 from factories import ENV
