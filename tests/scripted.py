@@ -42,6 +42,10 @@ class Script:
     failing: dict[str, str] = field(default_factory=dict)
     #: how many samples every benchmark took, in order (``(test name, count)``)
     taken: list[tuple[str, int]] = field(default_factory=list)
+    #: changes each sample as it is taken: ``decorate(target, i, sample)``, ``i`` its index in
+    #: this look (the first ``target.flops_samples`` of them count FLOPs in a real run); adds
+    #: what the script does not make up (FLOPs, a peak, energy, an optimizer phase)
+    decorate: Callable[[Target, int, Sample], Sample] | None = None
 
 
 class ScriptedSampler:
@@ -85,6 +89,8 @@ class ScriptedSampler:
                     memory=memory,
                 )
             )
+        if script.decorate is not None:
+            samples = [script.decorate(target, i, s) for i, s in enumerate(samples)]
         return [TakenSample(s, environment) for s in samples]
 
 

@@ -1,5 +1,6 @@
 """FLOPs against torchvision's published counts, the peaks table and cnnperf_peak_tflops, energy
-counters (fake NVML, fake RAPL trees), and the efficiency figures in every report."""
+counters (fake NVML, fake RAPL trees), the efficiency figures in every report, and through a
+session: on scripted samples that carry them, and in one real run of a tiny model."""
 
 from __future__ import annotations
 
@@ -12,37 +13,37 @@ from typing import Any
 
 import factories
 import pytest
+import scipy.stats  # noqa: F401  (imported once, for the in-process runs that gate)
 import torch
 import torchvision
 from factories import ENV
+from scripted import Script, Scripted
 from torch import nn
 
-from pytest_cnnperf import formats, peaks
 from pytest_cnnperf.benchmark import InferenceSpec, TrainSpec
 from pytest_cnnperf.cli import main
 from pytest_cnnperf.measuring import energy, flops, peak
-from pytest_cnnperf.measuring.sample import SamplePlan
+from pytest_cnnperf.measuring import peak_table as peaks
 from pytest_cnnperf.measuring.timing import time_block
 from pytest_cnnperf.measuring.workload import build_custom, build_inference, build_train
-from pytest_cnnperf.policy import CPU
-from pytest_cnnperf.reports import compare, epoch, markdown, modes, plot, table, terminal
-from pytest_cnnperf.reports.records import Loaded, from_result
-from pytest_cnnperf.results import (
+from pytest_cnnperf.model import (
     BenchConfig,
-    BenchmarkResult,
     Decision,
     Energy,
     Flags,
     Measurement,
     Peak,
+    Result,
     ResultsFile,
     Sample,
     StepFlops,
     Verdict,
 )
+from pytest_cnnperf.reports import compare, epoch, markdown, modes, plot, table, terminal
+from pytest_cnnperf.sampling.manager import Target
+from pytest_cnnperf.store.results_file import RESULTS, Loaded
 
 CPU_DEVICE = torch.device("cpu")
-QUICK = dataclasses.replace(CPU.timing, min_time_s=0.01, min_steps=3, warmup_max_s=0.5)
 STATED = peaks.parse_peak_tflops("1")  # so that no test waits for the CPU's peak measurement
 
 
@@ -173,31 +174,17 @@ def test_a_step_without_products_or_convolutions_has_no_flops() -> None:
     assert flops.count([("step", lambda: x.relu())], 1, None) is None
 
 
-def test_flops_and_the_peak_are_found_in_the_first_sample_only() -> None:
-    from pytest_cnnperf.sampling.manager import InProcessSampler, Target
-    from pytest_cnnperf.sampling.messages import Site
-
-    model = tiny()
-    target = Target(
-        site=Site("t.py::test_a", "t.py", 0, "key"),
-        replay=(),
-        build=lambda device, ranks: build_train(
-            model, TrainSpec(batch_size=2, image_size=(8, 8)), device
-        ),
-        plan=SamplePlan(QUICK, calibrate=False, peak_tflops=STATED),
-    )
-    taken = InProcessSampler(CPU_DEVICE).take(target, 2)
-    first, second = (t.sample for t in taken)
-    assert first.flops is not None
-    assert first.flops.method == "meta"
-    assert first.peak == Peak("fp32", 1e12, "setting", "cnnperf_peak_tflops = 1")
-    assert second.flops is None
-    assert second.peak is None
-    m = Measurement(2, (first, second))
-    assert m.achieved_flops_per_s == pytest.approx(first.flops.total / m.step_time_s)
-    assert m.utilisation == pytest.approx(m.achieved_flops_per_s / 1e12)
-    again = InProcessSampler(CPU_DEVICE).take(dataclasses.replace(target, flops_samples=0), 1)
-    assert again[0].sample.flops is None
+def test_a_measurement_takes_the_flops_and_peak_of_the_sample_that_counted_them() -> None:
+    """Only a benchmark's first sample counts FLOPs and finds the peak (they do not vary); the
+    measurement's figures take them from there, over the median step time of all samples."""
+    counted = StepFlops({"forward": 4 * 10**9}, {"aten.convolution": 4 * 10**9}, 2, "meta")
+    stated = peak.find(CPU_DEVICE, "fp32", counted, STATED)
+    assert stated == Peak("fp32", 1e12, "setting", "cnnperf_peak_tflops = 1")
+    first = factories.sample(0.01, flops=counted, peak=stated)
+    m = Measurement(2, (first, factories.sample(0.02), factories.sample(0.03)))
+    assert (m.flops, m.peak) == (counted, stated)
+    assert m.achieved_flops_per_s == pytest.approx(4e9 / 0.02)
+    assert m.utilisation == pytest.approx(4e9 / 0.02 / 1e12)
 
 
 def test_the_cpu_peak_is_measured_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -519,17 +506,16 @@ def efficient(
     found: Peak | None = H100,
     seconds: float = 3.0,
     amp: str | None = "bf16",
-) -> BenchmarkResult:
+) -> Result:
     """A benchmark of 64 images a step at 0.1 s: 120 TFLOP/s, 400 J over ``seconds``."""
     cfg = BenchConfig("train_step", name, 64, (224, 224), amp=amp, optimizer="sgd")
     samples = (
         sample(0.1, STEP_FLOPS, found, Energy(200.0, seconds / 2, 1920, "nvml")),
         sample(0.1, used=Energy(200.0, seconds / 2, 1920, "nvml")),
     )
-    return BenchmarkResult(
-        test_id=f"tests/test_perf.py::test_train[{name}]",
-        key=cfg.key(),
+    return Result(
         config=cfg,
+        test_id=f"tests/test_perf.py::test_train[{name}]",
         decision=Decision(Verdict.NEW),
         environment=ENV,
         measurement=Measurement(64, samples),
@@ -598,7 +584,7 @@ def test_markdown_has_the_efficiency_columns_and_legend() -> None:
 
 
 def test_results_files_carry_flops_peak_and_energy() -> None:
-    document = formats.RESULTS.dump(ResultsFile("now", "m", (efficient(),)))
+    document = RESULTS.dump(ResultsFile("now", "m", (efficient(),)))
     samples = document["results"][0]["measurement"]["samples"]
     assert samples[0]["flops"] == {
         "items": 64,
@@ -613,7 +599,7 @@ def test_results_files_carry_flops_peak_and_energy() -> None:
         "seconds": 1.5,
         "source": "nvml",
     }
-    loaded = formats.RESULTS.load(json.loads(json.dumps(document)))
+    loaded = RESULTS.load(json.loads(json.dumps(document)))
     assert loaded.results[0] == efficient()
 
 
@@ -628,7 +614,7 @@ def test_compare_and_modes_show_achieved_flops_per_side_and_mode() -> None:
         ),
     )
     settings = compare.settings_for([], None)
-    pairs, matching = compare.compare([from_result(old)], [from_result(faster)], settings)  # type: ignore[list-item]
+    pairs, matching = compare.compare([old], [faster], settings)
     loaded = Loaded(Path("old.json"), "results", ())
     lines = compare.lines(loaded, loaded, pairs, matching, settings)
     header = next(line for line in lines if line.startswith("test "))
@@ -636,7 +622,7 @@ def test_compare_and_modes_show_achieved_flops_per_side_and_mode() -> None:
     row = next(line for line in lines if line.startswith("test_train[resnet50]"))
     assert "+0.0%  120 TFLOP/s  240 TFLOP/s" in row
     fp32 = efficient(amp=None)
-    table_ = modes.build([from_result(fp32), from_result(faster)])  # type: ignore[list-item]
+    table_ = modes.build([fp32, faster])
     assert table_ is not None
     text = "\n".join(modes.lines(table_))
     assert "FLOP/s: the step's counted FLOPs over its step time" in text
@@ -645,11 +631,11 @@ def test_compare_and_modes_show_achieved_flops_per_side_and_mode() -> None:
 
 
 def test_epoch_adds_energy_per_epoch_where_it_was_measured() -> None:
-    lines = epoch.lines([from_result(efficient())], epoch.IMAGENET_1K, "ImageNet-1k")  # type: ignore[list-item]
+    lines = epoch.lines([efficient()], epoch.IMAGENET_1K, "ImageNet-1k")
     assert lines[2].split()[-1] == "energy"
     # 400 J for 3,840 images, times 1,281,167 images
     assert lines[3].endswith("133 kJ")
-    short = epoch.lines([from_result(efficient(seconds=1))], 1000, None)  # type: ignore[list-item]
+    short = epoch.lines([efficient(seconds=1)], 1000, None)
     assert "energy" not in short[2]
 
 
@@ -665,10 +651,108 @@ def test_the_plot_draws_utilisation_per_benchmark(tmp_path: Path) -> None:
 
 def test_the_command_shows_the_efficiency_of_a_results_file(tmp_path: Path) -> None:
     path = tmp_path / "run.json"
-    path.write_text(json.dumps(formats.RESULTS.dump(ResultsFile("now", "m", (efficient(),)))))
+    path.write_text(json.dumps(RESULTS.dump(ResultsFile("now", "m", (efficient(),)))))
     out = io.StringIO()
     assert main(["show", str(path)], out=out) == 0
     assert "120 TFLOP/s  12.1%  104 mJ/image at 133 W" in out.getvalue()
+
+
+# ---- through a session, on scripted samples ----
+
+BENCH = """
+from models import Sleepy
+
+def test_a(cnnperf):
+    cnnperf.train_step(Sleepy(), batch_size=2, image_size=8)
+"""
+#: a step of 2 images, 1.5 GFLOPs each: at the scripted 10 ms, 300 GFLOP/s
+SCRIPTED_FLOPS = StepFlops(
+    {"forward": 10**9, "backward": 2 * 10**9, "optimizer": 0},
+    {"aten.convolution": 3 * 10**9},
+    2,
+    "meta",
+)
+SCRIPTED_PEAK = Peak("fp32", 1e12, "setting", "cnnperf_peak_tflops = 1")
+
+
+def scripted_efficiency(looks: list[int]) -> Scripted:
+    """Samples that carry FLOPs and the peak where a real sampler would count them (the first
+    ``target.flops_samples`` of a look), and 0.6 J over 40 ms of RAPL energy each (75 mJ per
+    image at 15 W); ``looks`` gets each look's ``flops_samples``."""
+
+    def decorate(target: Target, i: int, sample: Sample) -> Sample:
+        if i == 0:
+            looks.append(target.flops_samples)
+        counted = i < target.flops_samples
+        return dataclasses.replace(
+            sample,
+            flops=SCRIPTED_FLOPS if counted else None,
+            peak=SCRIPTED_PEAK if counted else None,
+            energy=Energy(0.6, 0.04, 8, "rapl"),
+        )
+
+    return Scripted(Script(decorate=decorate))
+
+
+@pytest.fixture
+def five_samples(project: pytest.Pytester) -> pytest.Pytester:
+    """Five samples a look: the scripted spread's median is its step time."""
+    project.makeini("[pytest]\ncnnperf_samples = 5\ncnnperf_calibration = false\n")
+    project.makepyfile(test_net=BENCH)
+    return project
+
+
+def test_a_session_shows_the_flops_mfu_and_energy_its_samples_carry(
+    five_samples: pytest.Pytester,
+) -> None:
+    looks: list[int] = []
+    result = five_samples.runpytest(
+        "--cnnperf",
+        "--cnnperf-json=run.json",
+        "--cnnperf-markdown=summary.md",
+        plugins=[scripted_efficiency(looks)],
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "verdict*throughput*peak mem*FLOP/s*MFU*energy",
+            "new*test_a*200 images/s*300 GFLOP/s  30.0%  75.0 mJ/image at 15 W",
+            "",
+            "FLOP/s: the step's FLOPs as torch.utils.flop_counter counts them*",
+            "peak (fp32): 1.00 TFLOP/s, cnnperf_peak_tflops = 1",
+            "energy: per image over the timed steps, and mean power, from RAPL's energy counters "
+            "of the CPU packages (other processes count too)",
+        ]
+    )
+    markdown_text = (five_samples.path / "summary.md").read_text()
+    assert "| FLOP/s | MFU | energy |" in markdown_text
+    assert "| 300 GFLOP/s | 30.0% | 75.0 mJ/image at 15 W |" in markdown_text
+    document: Any = json.loads((five_samples.path / "run.json").read_text())
+    samples = document["results"][0]["measurement"]["samples"]
+    assert looks == [1]
+    first, *rest = samples
+    assert {"flops", "peak", "energy"} <= set(first)
+    assert [sorted({"flops", "peak", "energy"} & set(s)) for s in rest] == [["energy"]] * 4
+
+
+def test_a_benchmark_measured_again_counts_its_flops_once(five_samples: pytest.Pytester) -> None:
+    """A benchmark measured again before its verdict (here: three times slower, a regression)
+    does not count its FLOPs again in the later samples; its reports still show them."""
+    looks: list[int] = []
+    scripted = scripted_efficiency(looks)
+    five_samples.runpytest("--cnnperf", "--cnnperf-save", plugins=[scripted]).assert_outcomes(
+        passed=1
+    )
+    scripted.slow_down("test_a", 3.0)
+    result = five_samples.runpytest("--cnnperf", "--cnnperf-json=run.json", plugins=[scripted])
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["regressed*test_a*100 GFLOP/s  10.0%*"])
+    assert [test for test, _ in scripted.script.taken] == ["test_a"] * 3
+    assert looks == [1, 1, 0]  # saved; gated, then measured again
+    document: Any = json.loads((five_samples.path / "run.json").read_text())
+    samples = document["results"][0]["measurement"]["samples"]
+    assert len(samples) == 10
+    assert ["flops" in s for s in samples] == [True] + [False] * 9
 
 
 # ---- end to end ----
@@ -711,10 +795,13 @@ def test_a_run_reports_flops_and_utilisation_against_the_stated_peak(
     first, second = document["results"][0]["measurement"]["samples"]
     # the sleepy model's conv: 4 images of 16x16, 3 -> 4 channels, 3x3; its linear layer: 4 -> 10
     assert first["flops"]["phases"]["forward"] == 2 * 4 * 4 * 3 * 9 * 16 * 16 + 2 * 4 * 4 * 10
+    assert (first["flops"]["method"], first["flops"]["items"]) == ("meta", 4)
     assert first["peak"] == {
         "detail": "cnnperf_peak_tflops = 0.001",
         "flops_per_s": 1e9,
         "precision": "fp32",
         "source": "setting",
     }
-    assert second["flops"] is None
+    # counted in the first sample only (a results file leaves out a field that is not set)
+    assert "flops" not in second
+    assert "peak" not in second

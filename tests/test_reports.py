@@ -8,15 +8,24 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from factories import ENV, sample
 
-from pytest_cnnperf import formats
+from pytest_cnnperf.model import (
+    BenchConfig,
+    Comparison,
+    Creep,
+    Decision,
+    Measurement,
+    Remark,
+    Result,
+    Verdict,
+)
 from pytest_cnnperf.reports import (
     benchmark_json,
     epoch,
-    json_report,
     junit,
     markdown,
     modes,
@@ -24,17 +33,7 @@ from pytest_cnnperf.reports import (
     table,
     terminal,
 )
-from pytest_cnnperf.reports.records import Record, from_result
-from pytest_cnnperf.results import (
-    BenchConfig,
-    BenchmarkResult,
-    Comparison,
-    Creep,
-    Decision,
-    Measurement,
-    Remark,
-    Verdict,
-)
+from pytest_cnnperf.store import results_file
 
 MiB = 1 << 20
 
@@ -76,7 +75,7 @@ def result(
     base_mem: int | None = None,
     notes: tuple[str, ...] = (),
     **changes: object,
-) -> BenchmarkResult:
+) -> Result:
     cfg = config(name, **changes)
     has_baseline = base_step is not None
     decision = Decision(
@@ -87,10 +86,9 @@ def result(
         baseline_file="baselines/cpu-test-2t/tests/test_perf.json" if has_baseline else None,
         failed=verdict is Verdict.REGRESSED,
     )
-    return BenchmarkResult(
-        test_id=f"tests/test_perf.py::test_train[{name}]",
-        key=cfg.key(),
+    return Result(
         config=cfg,
+        test_id=f"tests/test_perf.py::test_train[{name}]",
         decision=decision,
         environment=ENV,
         measurement=Measurement(
@@ -99,8 +97,10 @@ def result(
     )
 
 
-def records(results: list[BenchmarkResult]) -> list[Record]:
-    return [r for r in map(from_result, results) if r is not None]
+def redecided(r: Result, **changes: Any) -> Result:
+    """``r`` with changes to its decision."""
+    assert r.decision is not None
+    return dataclasses.replace(r, decision=dataclasses.replace(r.decision, **changes))
 
 
 GATED = [
@@ -242,7 +242,7 @@ def test_markdown_table_then_environment() -> None:
         (SAVED, "💾 cnnperf: recorded baselines of 2 benchmarks"),
     ],
 )
-def test_markdown_title(results: list[BenchmarkResult], title: str) -> None:
+def test_markdown_title(results: list[Result], title: str) -> None:
     assert markdown.render(results).splitlines()[0] == f"### {title}"
 
 
@@ -261,12 +261,9 @@ def test_markdown_shows_names_holding_html_backticks_and_pipes_as_they_are() -> 
     span fenced by more backticks than it holds (pipes escaped in the table), the name text with
     HTML written as entities."""
     odd = dataclasses.replace(
-        GATED[1],
+        redecided(GATED[1], reasons=(Remark("saw <i>this</i> & *that*"),)),
         test_id=f"tests/test_perf.py::{ODD_TEST}",
         config=dataclasses.replace(GATED[1].config, label=ODD_NAME),
-        decision=dataclasses.replace(
-            GATED[1].decision, reasons=(Remark("saw <i>this</i> & *that*"),)
-        ),
     )
     lines = markdown.render([odd]).splitlines()
     code = "``test_a[x|y`z<script>alert(1)</script>]``"
@@ -334,10 +331,9 @@ def test_junit_properties_carry_each_benchmarks_figures() -> None:
 
 
 def test_junit_properties_of_a_failed_benchmark_name_the_error() -> None:
-    failed = BenchmarkResult(
-        test_id="t.py::test_x",
-        key="train_step X bs=1",
+    failed = Result(
         config=config("X"),
+        test_id="t.py::test_x",
         decision=Decision(verdict=Verdict.ERROR, failed=True),
         error="out of memory",
     )
@@ -349,11 +345,12 @@ def test_junit_properties_of_a_failed_benchmark_name_the_error() -> None:
 
 def test_results_json_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "out" / "results.json"
-    json_report.write(path, GATED, "cpu-test-2t")
+    results_file.write(path, GATED, "cpu-test-2t")
     data = json.loads(path.read_text())
-    assert (data["schema"], data["schema_version"]) == ("pytest-cnnperf/results", 1)
-    document = formats.RESULTS.load(data)
-    assert document.results == tuple(GATED)
+    assert (data["schema"], data["schema_version"]) == ("pytest-cnnperf/results", 2)
+    loaded = results_file.load(path)
+    assert (loaded.kind, loaded.machine) == ("results", "cpu-test-2t")
+    assert loaded.results == tuple(GATED)
 
 
 # ---- pytest-benchmark's format ----
@@ -414,7 +411,7 @@ def test_benchmark_json_without_pytest_benchmark_names_the_extra(
 # ---- mode tables ----
 
 
-def mode_records(reference_step: float = 0.1) -> list[Record]:
+def mode_results(reference_step: float = 0.1) -> list[Result]:
     results = []
     for name, factor in (("resnet18", 1.0), ("mobilenet_v2", 0.5)):
         for amp, channels_last, speed in (
@@ -425,11 +422,11 @@ def mode_records(reference_step: float = 0.1) -> list[Record]:
         ):
             step = reference_step * factor / speed
             results.append(result(name, step, Verdict.OK, amp=amp, channels_last=channels_last))
-    return records(results)
+    return results
 
 
 def test_mode_table_speedups_against_fp32_contiguous() -> None:
-    mode_table = modes.build(mode_records())
+    mode_table = modes.build(mode_results())
     assert mode_table is not None
     assert mode_table.dimensions == ("amp", "memory format")
     assert [mode_table.label(m) for m in mode_table.modes] == [
@@ -448,7 +445,7 @@ def test_mode_table_speedups_against_fp32_contiguous() -> None:
 
 
 def test_mode_table_with_another_reference() -> None:
-    mode_table = modes.build(mode_records(), reference="bf16,channels_last")
+    mode_table = modes.build(mode_results(), reference="bf16,channels_last")
     assert mode_table is not None
     assert mode_table.label(mode_table.reference) == "bf16 channels_last"
     row = mode_table.rows[0]
@@ -479,7 +476,7 @@ def test_mode_table_with_another_reference() -> None:
 )
 def test_a_bad_reference_names_the_value_and_the_modes(reference: str, message: str) -> None:
     with pytest.raises(modes.BadReference) as exc_info:
-        modes.build(mode_records(), reference=reference)
+        modes.build(mode_results(), reference=reference)
     assert str(exc_info.value) == message
 
 
@@ -488,7 +485,7 @@ def test_cudnn_modes_default_to_off_as_the_reference() -> None:
         result("resnet18", step, Verdict.OK, cudnn_mode=mode)
         for mode, step in (("on", 0.05), ("off", 0.1), ("benchmark", 0.04))
     ]
-    mode_table = modes.build(records(runs))
+    mode_table = modes.build(runs)
     assert mode_table is not None
     assert [mode_table.label(m) for m in mode_table.modes] == [
         "cudnn=off", "cudnn=on", "cudnn=benchmark",
@@ -498,7 +495,7 @@ def test_cudnn_modes_default_to_off_as_the_reference() -> None:
 
 
 def test_a_run_in_one_mode_has_no_mode_table() -> None:
-    assert modes.build(records(GATED)) is None
+    assert modes.build(GATED) is None
 
 
 # ---- epoch projection ----
@@ -519,7 +516,7 @@ def test_durations_read_like_durations(seconds: float, text: str) -> None:
 
 
 def test_epoch_time_of_imagenet_from_the_throughput() -> None:
-    lines = epoch.lines(records(GATED[:2]), epoch.IMAGENET_1K, "ImageNet-1k's training set")
+    lines = epoch.lines(GATED[:2], epoch.IMAGENET_1K, "ImageNet-1k's training set")
     assert lines[0] == (
         "Time per epoch of 1,281,167 images (ImageNet-1k's training set) at the measured "
         "throughput (data loading not included)"
@@ -529,8 +526,8 @@ def test_epoch_time_of_imagenet_from_the_throughput() -> None:
 
 
 def test_epoch_leaves_out_benchmarks_in_other_units() -> None:
-    tokens = dataclasses.replace(GATED[0], config=config("lm", unit="tokens"))
-    lines = epoch.lines(records([tokens]), 1000, None)
+    tokens = dataclasses.replace(GATED[0], config=config("resnet18", unit="tokens"))
+    lines = epoch.lines([tokens], 1000, None)
     assert lines[-1] == (
         "not projected (measured in other units than images): test_train[resnet18] "
         "[train_step resnet18 bs=8 64x64 opt=sgd]"
@@ -559,9 +556,9 @@ def test_plot_with_modes_has_the_speedup_chart(tmp_path: Path) -> None:
 
 
 def test_plot_uses_the_baselines_samples_when_at_hand() -> None:
-    [baseline] = records([result("resnet18", 0.1, Verdict.SAVED)])
+    baseline = result("resnet18", 0.1, Verdict.SAVED).as_baseline()
     picture = plot.picture(GATED[:1], {(GATED[0].test_id, GATED[0].key): baseline})
-    assert picture.benches[0].baseline_rates == baseline.rates
+    assert picture.benches[0].baseline_rates == baseline.measured.rates
     assert plot.picture(GATED[:1], {}).benches[0].baseline_rate == pytest.approx(160)
 
 
@@ -602,8 +599,8 @@ def test_reports_do_not_import_matplotlib_or_pytest_benchmark_until_used() -> No
 
 
 def test_a_creep_alone_is_worded_in_markdown_after_the_results_file() -> None:
-    """The creep gate's reason becomes a sentence in a results file; the PR comment and the
-    xdist controller read it back from there and must still say why the benchmark failed."""
+    """The creep gate's reason is kept in a results file; the PR comment and the xdist
+    controller read it back from there and must still say why the benchmark failed."""
     creep = Creep(
         comparisons=(throughput(0.05, 0.06, Verdict.REGRESSED),),
         runs=10,
@@ -611,13 +608,10 @@ def test_a_creep_alone_is_worded_in_markdown_after_the_results_file() -> None:
         best_recorded="2026-11-30T10:00:00Z",
     )
     base = result("resnet18", 0.06, Verdict.OK, base_step=0.06)
-    crept = dataclasses.replace(
-        base,
-        decision=dataclasses.replace(
-            base.decision, verdict=Verdict.REGRESSED, failed=True, reasons=(creep,)
-        ),
-    )
-    read_back = formats.RESULT.load(json.loads(json.dumps(formats.RESULT.dump(crept))), "result")
+    crept = redecided(base, verdict=Verdict.REGRESSED, failed=True, reasons=(creep,))
+    data = json.loads(json.dumps(results_file.result_data(crept)))
+    read_back = results_file.read_result(data, "result")
+    assert read_back == crept
     for shown in (crept, read_back):
         line = next(line for line in markdown.render([shown]).splitlines() if "resnet18" in line)
         assert "creep: worse than the best of its last 10 runs" in line, line
@@ -625,20 +619,17 @@ def test_a_creep_alone_is_worded_in_markdown_after_the_results_file() -> None:
 
 
 def test_a_creep_beside_a_missing_baseline_and_recompiles_gives_every_fix() -> None:
-    from pytest_cnnperf import explain
-    from pytest_cnnperf.results import NoBaseline, Recompiled
+    from pytest_cnnperf.model import NoBaseline, Recompiled
+    from pytest_cnnperf.reports import explain
 
     creep = Creep((throughput(0.05, 0.06, Verdict.REGRESSED),), 10, None, "2026-11-30T10:00:00Z")
     base = result("resnet18", 0.06, Verdict.NEW)
-    crept = dataclasses.replace(
+    crept = redecided(
         base,
-        decision=dataclasses.replace(
-            base.decision,
-            verdict=Verdict.REGRESSED,
-            failed=True,
-            baseline_file="baselines/cpu-test-2t/tests/test_perf.json",
-            reasons=(NoBaseline("cpu-test-2t", ()), Recompiled(2, ("size changed",)), creep),
-        ),
+        verdict=Verdict.REGRESSED,
+        failed=True,
+        baseline_file="baselines/cpu-test-2t/tests/test_perf.json",
+        reasons=(NoBaseline("cpu-test-2t", ()), Recompiled(2, ("size changed",)), creep),
     )
     message = explain.failure(crept, 0.01)
     assert "baseline    " not in message  # the file has no entry for it
