@@ -1,13 +1,14 @@
 """The operator profile: a few steady steps under ``torch.profiler``, after the timed steps.
 
 The operators are those the model, the loss, the optimizer and the autograd engine call
-(``aten::conv2d``, ``aten::convolution_backward``), the operators they call in turn counted in
-them. Each one's time per step is its CPU time or, on CUDA, the device time of the kernels it
-launched (CUPTI), in its fastest profiled step (something else running on the machine only ever
-slows an operator down); its spread is how far its median step was above that, which is what a
-later comparison must stand out of. Forward hooks open a
-``record_function`` range per module, so that a forward operator is named with the module that ran
-it (``layer4.1.conv2``); compiled models are left unhooked, as hooks would make them recompile.
+(``aten::conv2d``, ``aten::convolution_backward``), the operators they call in turn counted in them.
+Each one's time per step is its CPU time or, on CUDA, the device time of the kernels it launched
+(CUPTI), in its fastest profiled step (something else running on the machine only ever slows an
+operator down); its spread is how far that can be off (the fastest of the first half of the steps
+against the fastest of the second), which is what a later comparison must stand out of. Forward
+hooks open a ``record_function`` range per module, so that a forward operator is named with the
+module that ran it (``layer4.1.conv2``); compiled models are left unhooked, as hooks would make them
+recompile.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from .timing import Clock, run_step
 from .workload import Workload
 
 #: steps profiled (after one unprofiled step that settles the profiler's own allocations)
-STEPS = 5
+STEPS = 8
 #: the operators kept: those that together take this share of the operators' time (at most
 #: TIME_ROWS of them), and of what they allocate (at most MEMORY_ROWS more)
 COVERAGE = 0.95
@@ -104,7 +105,7 @@ def summarise(events: Any, cuda: bool) -> Profile:
             name=name,
             calls=calls[name] / count,
             seconds=min(times),
-            spread=statistics.median(times) - min(times),
+            spread=_noise(times),
             allocated_bytes=allocated[name] // count,
             module=max(modules[name], key=modules[name].__getitem__) if modules[name] else None,
         )
@@ -122,6 +123,13 @@ def summarise(events: Any, cuda: bool) -> Profile:
         other_s=sum(o.seconds for o in rows) - sum(o.seconds for o in kept),
         rest=tuple(sorted(o.name for o in rows if o not in kept)),
     )
+
+
+def _noise(times: list[float]) -> float:
+    """How far the fastest step's time can be off: the fastest of the first half of the steps
+    against the fastest of the second."""
+    half = len(times) // 2
+    return abs(min(times[:half]) - min(times[half:])) if half else 0.0
 
 
 def _top(rows: list[OperatorTime], size: Any, most: int) -> list[OperatorTime]:

@@ -28,7 +28,7 @@ class OperatorTime:
     calls: NonNegative
     #: its own time per step, in the fastest profiled step (of the fastest process)
     seconds: NonNegative
-    #: how much slower it ran in the median step (or process) than in that one: its noise
+    #: how far that time can be off: its noise from step to step (and process to process)
     spread: NonNegative = 0.0
     #: bytes it allocated per step, the operators it called included
     allocated_bytes: Bytes = 0
@@ -66,7 +66,7 @@ class Profile:
     @classmethod
     def merged(cls, profiles: Sequence[Profile]) -> Profile | None:
         """One profile of several samples' (fresh processes): each operator's time in the
-        fastest, and a spread that takes in how much slower it ran in the median process."""
+        fastest, and a spread that takes in how much that varied from one process to the next."""
         if len(profiles) <= 1:
             return profiles[0] if profiles else None
         rows: dict[str, list[OperatorTime]] = {}
