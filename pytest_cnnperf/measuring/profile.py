@@ -16,7 +16,6 @@ from __future__ import annotations
 import bisect
 import contextlib
 import os
-import statistics
 import tempfile
 from collections import defaultdict
 from collections.abc import Iterator
