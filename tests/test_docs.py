@@ -241,8 +241,8 @@ def test_the_readmes_links_lead_to_files() -> None:
 
 def test_the_code_map_lists_every_module() -> None:
     text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
-    code_map = text.split("```text\npytest_cnnperf/\n", 1)[1].split("```", 1)[0]
-    listed = set(re.findall(r"^  (\S+\.py)\s", code_map, re.MULTILINE))
+    code_map = text.split("| module | what it owns |", 1)[1].split("\n\n", 1)[0]
+    listed = set(re.findall(r"^\| `(\S+\.py)` \| \S", code_map, re.MULTILINE))
     package = ROOT / "pytest_cnnperf"
     modules = {p.relative_to(package).as_posix() for p in package.rglob("*.py")}
     assert sorted(modules - listed) == []
