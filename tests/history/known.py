@@ -4,7 +4,7 @@
 project's machine by ``scripts/history-data`` (each run a fresh pytest process, its samples fresh
 processes). The series here are those runs, in order, with their step times multiplied by a
 known change: a step of +8% from run 25 on, a creep of 1% a run, or nothing. So the noise is the
-machine's own and the answer is known. ``scripts/history-demo`` builds the README's figures and
+machine's own and the answer is known. ``scripts/history-demo`` builds the manual's figures and
 dashboard from the same series.
 """
 
