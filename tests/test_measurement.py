@@ -11,8 +11,8 @@ import torch
 from torch import nn
 
 from pytest_cnnperf.benchmark import InferenceSpec, TrainSpec
-from pytest_cnnperf.measuring import memory, torchstate
 from pytest_cnnperf.gate.policy import CPU, GateSettings, Plan, TimingPolicy
+from pytest_cnnperf.measuring import memory, torchstate
 from pytest_cnnperf.measuring.sample import take_sample
 from pytest_cnnperf.measuring.workload import (
     build_custom,
@@ -128,6 +128,7 @@ def test_a_sample_has_every_figure() -> None:
     assert sample.step_time_s > 0
     assert len(sample.step_times_s) >= QUICK.min_steps
     assert set(sample.phases) == {"forward", "backward", "optimizer"}
+    assert sample.cold_step_s is not None
     assert sample.cold_step_s > 0
     assert sample.calibration_s is not None
     assert sample.calibration_s > 0
