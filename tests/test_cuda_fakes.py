@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import torch
 
+from pytest_cnnperf.gate.policy import TimingPolicy
 from pytest_cnnperf.measuring import calibration
 from pytest_cnnperf.measuring.timing import CudaClock, time_steps
-from pytest_cnnperf.gate.policy import TimingPolicy
 
 DEVICE = torch.device("cuda", 1)
 POLICY = TimingPolicy(
