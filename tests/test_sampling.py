@@ -169,8 +169,9 @@ def test_torch_work_before_the_session_falls_back_to_in_process_samples(
 
 
 def test_zoo_runs_with_small_settings(pytester: pytest.Pytester) -> None:
-    """The zoo's options choose its models, batch size, image size and precisions; its
-    benchmarks take scripted samples (measuring is the other tests' business)."""
+    """The zoo's options choose its models, batch size, image size and precisions. Its models
+    are built, and take scripted samples: how a train step is measured, bf16 included, is
+    test_measurement's, and the zoo's real run is the GPU workflow's."""
     pytester.makeini(INI)
     scripted = Scripted()
     result = pytester.runpytest(
