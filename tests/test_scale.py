@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -166,43 +167,49 @@ def test_workers_pick_their_gpu_from_the_callers_list(monkeypatch: pytest.Monkey
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "2"
 
 
-def test_worker_shares_merge_without_loss_or_duplicates(tmp_path: object) -> None:
-    """Two workers' results, pending baselines and collected tests, merged at the controller."""
-    from pathlib import Path
+def test_worker_shares_merge_without_loss_or_duplicates(tmp_path: Path) -> None:
+    """Two workers' results, pending baselines and collected tests, sent as each worker ends
+    and merged at the controller."""
+    from types import SimpleNamespace
+
+    from factories import result as measured
 
     from pytest_cnnperf.model import BenchConfig, Decision, Result, Verdict
     from pytest_cnnperf.models import ModelRegistry
     from pytest_cnnperf.session import Session
     from pytest_cnnperf.settings import Configuration
 
+    config = BenchConfig(kind="train_step", model="m", batch_size=2, image_size=(8, 8))
+
     def result(test: str) -> Result:
-        config = BenchConfig(kind="train_step", model="m", batch_size=2, image_size=(8, 8))
         return Result(config, test_id=f"test_x.py::{test}", decision=Decision(Verdict.NEW))
 
+    def entry(test: str) -> Result:
+        return measured([0.010, 0.011], config=config, test_id=f"test_x.py::{test}").as_baseline()
+
     def state() -> Session:
-        folder = Path(str(tmp_path))
-        configuration = Configuration({}, {}, folder, folder)
+        configuration = Configuration({}, {}, tmp_path, tmp_path)
         return Session(configuration, "cpu", ModelRegistry())
 
     controller = state()
     for tests in (["test_b", "test_a"], ["test_c"]):
         worker = state()
         worker.results.extend(result(t) for t in tests)
+        worker.pending[("cpu-m-1t", "test_x")] = {t: {config.key: entry(t)} for t in tests}
         worker.collected["test_x"].update(["test_a", "test_b", "test_c"])
         worker.machine = "cpu-m-1t"
         worker.warnings.append("2 xdist workers share this CPU")
-        report = xdist.WorkerReport(
-            results=tuple(worker.results),
-            collected={k: tuple(v) for k, v in worker.collected.items()},
-            machine=worker.machine,
-            warnings=tuple(worker.warnings),
-        )
-        xdist.receive(controller, json.dumps(xdist.WORKER_REPORT.dump(report)))
+        ended = SimpleNamespace(workeroutput={})
+        xdist.send(ended, worker)  # type: ignore[arg-type]
+        xdist.receive(controller, ended.workeroutput[xdist.KEY])
     assert [r.test_id for r in controller.results] == [
         "test_x.py::test_a",
         "test_x.py::test_b",
         "test_x.py::test_c",
     ]
+    assert controller.pending == {
+        ("cpu-m-1t", "test_x"): {t: {config.key: entry(t)} for t in ("test_a", "test_b", "test_c")}
+    }
     assert controller.collected["test_x"] == {"test_a", "test_b", "test_c"}
     assert controller.warnings == ["2 xdist workers share this CPU"]
     assert controller.machine == "cpu-m-1t"
