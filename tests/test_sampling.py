@@ -157,7 +157,7 @@ def test_torch_work_before_the_session_falls_back_to_in_process_samples(
             assert cnnperf.train_step(tiny(), batch_size=2, image_size=8).measurement.in_process
         """
     )
-    result = fresh.runpytest_subprocess("--cnnperf")
+    result = fresh.runpytest_subprocess("--cnnperf", "--cnnperf-samples=1")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
