@@ -17,28 +17,33 @@ from typing import Any
 
 import pytest
 from factories import ENV
+from scripted import Scripted
 
-from pytest_cnnperf import benchmark, explain, formats, gate
+from pytest_cnnperf import benchmark
 from pytest_cnnperf.benchmark import ArgumentProblem
-from pytest_cnnperf.policy import CPU
-from pytest_cnnperf.reports import markdown, modes, table, terminal
-from pytest_cnnperf.reports.records import from_result
-from pytest_cnnperf.results import (
-    BaselineEntry,
+from pytest_cnnperf.gate.decide import decide
+from pytest_cnnperf.gate.policy import CPU, GateSettings
+from pytest_cnnperf.model import (
     BenchConfig,
-    BenchmarkResult,
     Compilation,
     CompilerStack,
     CompileSetting,
+    Decision,
+    Environment,
     GraphBreak,
     Measurement,
     MemoryPeak,
     Recompiled,
+    Result,
     ResultsFile,
     Sample,
     Verdict,
 )
+from pytest_cnnperf.reports import explain, markdown, modes, table, terminal
 from pytest_cnnperf.settings import parse_compile_modes
+from pytest_cnnperf.store import codec
+from pytest_cnnperf.store.baseline import BaselineFile, parse, render
+from pytest_cnnperf.store.results_file import RESULTS
 from pytest_cnnperf.zoo import ZooOptions, cases
 
 # ---- compile= and cuda_graphs= ----
@@ -97,9 +102,9 @@ def test_a_callable_backend_is_kept_and_named() -> None:
 )
 def test_the_key_names_the_compile_setting(setting: CompileSetting, label: str) -> None:
     config = BenchConfig("train_step", "resnet18", 8, (64, 64), optimizer="sgd", compile=setting)
-    assert config.key() == f"train_step resnet18 bs=8 64x64 opt=sgd {label}"
+    assert config.key == f"train_step resnet18 bs=8 64x64 opt=sgd {label}"
     eager = dataclasses.replace(config, compile=None)
-    assert eager.key() == "train_step resnet18 bs=8 64x64 opt=sgd"
+    assert eager.key == "train_step resnet18 bs=8 64x64 opt=sgd"
 
 
 FORMS = (
@@ -213,24 +218,35 @@ def dynamo() -> None:
 
 
 @pytest.fixture
-def tiny(pytester: pytest.Pytester, dynamo: None) -> pytest.Pytester:
-    """A project with tiny models, measured in-process (see tests/conftest.py's ``project``)."""
+def models(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A project with tiny models; the tests that check arguments run it with scripted samples,
+    and expect none taken."""
     pytester.makepyfile(models=textwrap.dedent(TINY))
+    return pytester
+
+
+@pytest.fixture
+def tiny(models: pytest.Pytester, dynamo: None) -> pytest.Pytester:
+    """A project with tiny models, measured in-process (see tests/conftest.py's ``project``):
+    one sample a benchmark (two to save) and a stated peak, as what these tests check is what
+    compiling did, not the figures."""
+    pytester = models
     pytester.makeini(
         """
         [pytest]
         cnnperf_inprocess = true
-        cnnperf_samples = 2
+        cnnperf_samples = 1
         cnnperf_min_time = 0.05
         cnnperf_calibration = false
+        cnnperf_peak_tflops = 1
         cnnperf_threshold = 60%
         """
     )
     return pytester
 
 
-def test_cuda_graphs_on_the_cpu_is_a_usage_error_of_the_test(tiny: pytest.Pytester) -> None:
-    tiny.makepyfile(
+def test_cuda_graphs_on_the_cpu_is_a_usage_error_of_the_test(models: pytest.Pytester) -> None:
+    models.makepyfile(
         test_bench="""
         from models import Tiny
 
@@ -238,8 +254,10 @@ def test_cuda_graphs_on_the_cpu_is_a_usage_error_of_the_test(tiny: pytest.Pytest
             cnnperf.train_step(Tiny(), batch_size=2, image_size=8, cuda_graphs=True)
         """
     )
-    result = tiny.runpytest("--cnnperf")
+    scripted = Scripted()
+    result = models.runpytest("--cnnperf", plugins=[scripted])
     result.assert_outcomes(failed=1)
+    assert scripted.script.taken == []
     result.stdout.fnmatch_lines(
         [
             "cnnperf: cuda_graphs=True captures the step as a CUDA graph, which needs a CUDA "
@@ -250,8 +268,10 @@ def test_cuda_graphs_on_the_cpu_is_a_usage_error_of_the_test(tiny: pytest.Pytest
     result.stdout.no_fnmatch_line("*Traceback*")
 
 
-def test_a_bad_compile_argument_fails_its_test_without_measuring(tiny: pytest.Pytester) -> None:
-    tiny.makepyfile(
+def test_a_bad_compile_argument_fails_its_test_without_measuring(
+    models: pytest.Pytester,
+) -> None:
+    models.makepyfile(
         test_bench="""
         from models import Tiny
 
@@ -262,8 +282,10 @@ def test_a_bad_compile_argument_fails_its_test_without_measuring(tiny: pytest.Py
             cnnperf.train_step(Tiny(), batch_size=2, image_size=8, compile=True, world_size=2)
         """
     )
-    result = tiny.runpytest("--cnnperf")
+    scripted = Scripted()
+    result = models.runpytest("--cnnperf", plugins=[scripted])
     result.assert_outcomes(failed=2)
+    assert scripted.script.taken == []
     result.stdout.fnmatch_lines([f"cnnperf: compile='fast' is not a compile mode; {FORMS}"])
     result.stdout.fnmatch_lines(
         [
@@ -326,13 +348,34 @@ def compiled_measurement(
 SETTING = CompileSetting()
 CONFIG = BenchConfig("train_step", "tiny", 8, (64, 64), optimizer="sgd", compile=SETTING)
 COMPILED_ENV = dataclasses.replace(ENV, compiler=CompilerStack("3.8.0", "g++", "g++ 12.2.0"))
-SETTINGS = gate.GateSettings(
-    CPU.gate, throughput_threshold=0.1, memory_threshold=0.05, strict=False
-)
+SETTINGS = GateSettings(CPU.gate, throughput_threshold=0.1, memory_threshold=0.05, strict=False)
 
 
-def entry(m: Measurement) -> BaselineEntry:
-    return BaselineEntry.of("2026-11-30T00:00:00Z", CONFIG, COMPILED_ENV, m)
+def entry(m: Measurement) -> Result:
+    """The baseline entry that records ``m``."""
+    return Result(
+        CONFIG, recorded="2026-11-30T00:00:00Z", environment=COMPILED_ENV, measurement=m
+    ).as_baseline()
+
+
+def gated(
+    m: Measurement,
+    baseline: Result | None = None,
+    settings: GateSettings = SETTINGS,
+    *,
+    config: BenchConfig = CONFIG,
+    environment: Environment = COMPILED_ENV,
+    baseline_file: str | None = None,
+) -> Result:
+    """The result of ``t.py::test_a`` measuring ``m``, with the gate's decision on it."""
+    current = Result(config, test_id="t.py::test_a", environment=environment, measurement=m)
+    decision = decide(current, baseline, settings, baseline_file)
+    return dataclasses.replace(current, decision=decision)
+
+
+def decision_of(result: Result) -> Decision:
+    assert result.decision is not None
+    return result.decision
 
 
 def test_compile_figures_of_a_measurement() -> None:
@@ -340,43 +383,45 @@ def test_compile_figures_of_a_measurement() -> None:
     assert m.compile_time("cold") == 30.0
     assert m.compile_time("warm") == pytest.approx(3.0)
     assert m.graph_breaks == (BREAK,)  # PyTorch's own break in the optimizer is not counted
-    recorded = entry(m)
-    assert (recorded.compile_cold_s, recorded.graph_breaks) == (30.0, (BREAK,))
+    recorded = entry(m).measured
+    assert (recorded.compile_time("cold"), recorded.graph_breaks) == (30.0, (BREAK,))
 
 
 def test_compiled_results_and_baselines_round_trip_through_their_files() -> None:
     m = compiled_measurement(breaks=(BREAK, OPTIMIZER_BREAK), recompiles=1)
-    decision = gate.decide(m, COMPILED_ENV, entry(compiled_measurement()), SETTINGS, "b.json")
-    result = BenchmarkResult("t.py::test_a", CONFIG.key(), CONFIG, decision, COMPILED_ENV, m)
+    result = gated(m, entry(compiled_measurement()), baseline_file="b.json")
     document = ResultsFile("2026-11-30T00:00:00Z", "cpu-test-2t", (result,))
-    text = json.dumps(formats.RESULTS.dump(document))
-    loaded = formats.RESULTS.load(json.loads(text))
+    text = json.dumps(RESULTS.dump(document))
+    loaded = RESULTS.load(json.loads(text))
     assert loaded.results[0].measurement == m
     assert loaded.results[0].config == CONFIG
     assert loaded.results[0].environment == COMPILED_ENV
-    assert loaded.results[0].decision.compile == decision.compile
-    baseline = formats.ENTRY.dump(entry(m))
-    assert baseline["graph_breaks"][0]["location"] == "models.py:16"
-    assert formats.ENTRY.load(json.loads(json.dumps(baseline)), "entry") == entry(m)
+    assert decision_of(loaded.results[0]).compile == decision_of(result).compile
+    baseline = codec.dump(entry(m))
+    compilation = baseline["measurement"]["samples"][0]["compilation"]
+    assert compilation["graph_breaks"][0]["location"] == "models.py:16"
+    assert codec.load(Result, json.loads(json.dumps(baseline)), "entry") == entry(m)
 
 
 def test_eager_entries_are_written_as_before_compiling_existed() -> None:
-    eager = dataclasses.replace(entry(compiled_measurement()), compile_cold_s=None)
-    eager = dataclasses.replace(
-        eager, config=dataclasses.replace(CONFIG, compile=None), graph_breaks=()
+    samples = tuple(
+        dataclasses.replace(s, compilation=None) for s in compiled_measurement().samples
     )
-    eager = dataclasses.replace(eager, compile_warm_s=None, environment=ENV)
-    data = formats.ENTRY.dump(eager)
-    assert not {"compile_cold_s", "compile_warm_s", "graph_breaks"} & set(data)
+    eager = Result(
+        dataclasses.replace(CONFIG, compile=None),
+        recorded="2026-11-30T00:00:00Z",
+        environment=ENV,
+        measurement=Measurement(8, samples),
+    ).as_baseline()
+    data = codec.dump(eager)
+    assert not any("compilation" in sample for sample in data["measurement"]["samples"])
     assert "compile" not in data["config"]
     assert "cuda_graphs" not in data["config"]
     assert "compiler" not in data["environment"]
 
 
 def test_reports_show_compile_time_graph_breaks_and_recompiles() -> None:
-    m = compiled_measurement(breaks=(BREAK, OPTIMIZER_BREAK))
-    decision = gate.decide(m, COMPILED_ENV, None, SETTINGS)
-    result = BenchmarkResult("t.py::test_a", CONFIG.key(), CONFIG, decision, COMPILED_ENV, m)
+    result = gated(compiled_measurement(breaks=(BREAK, OPTIMIZER_BREAK)))
     lines = terminal.lines([result])
     header = next(line for line in lines if line.startswith("verdict"))
     assert "compile cold / warm  breaks  recompiles" in header
@@ -404,12 +449,12 @@ def test_reports_show_compile_time_graph_breaks_and_recompiles() -> None:
 def test_a_new_graph_break_fails_naming_its_reason_and_line() -> None:
     baseline = entry(compiled_measurement())
     m = compiled_measurement(breaks=(BREAK, OPTIMIZER_BREAK))
-    decision = gate.decide(m, COMPILED_ENV, baseline, SETTINGS, "b.json")
+    result = gated(m, baseline, baseline_file="b.json")
+    decision = decision_of(result)
     assert decision.verdict is Verdict.REGRESSED
     assert decision.failed
     assert decision.compile is not None
     assert (decision.compile.graph_breaks, decision.compile.baseline_graph_breaks) == (1, 0)
-    result = BenchmarkResult("t.py::test_a", CONFIG.key(), CONFIG, decision, COMPILED_ENV, m)
     message = explain.failure(result, 0.01).splitlines()
     assert (
         message[0] == "cnnperf: train_step tiny bs=8 64x64 opt=sgd compile regressed (graph breaks)"
@@ -427,24 +472,23 @@ def test_a_new_graph_break_fails_naming_its_reason_and_line() -> None:
 
 def test_the_same_graph_breaks_as_the_baseline_pass() -> None:
     m = compiled_measurement(breaks=(BREAK,))
-    decision = gate.decide(m, COMPILED_ENV, entry(m), SETTINGS, "b.json")
+    decision = decision_of(gated(m, entry(m), baseline_file="b.json"))
     assert decision.verdict is Verdict.OK
     assert not decision.failed
 
 
 def test_a_recompile_while_timed_fails_even_without_a_baseline() -> None:
-    m = compiled_measurement(recompiles=2)
-    decision = gate.decide(m, COMPILED_ENV, None, SETTINGS)
+    result = gated(compiled_measurement(recompiles=2))
+    decision = decision_of(result)
     assert decision.verdict is Verdict.NEW
     assert decision.failed
     [recompiled] = [r for r in decision.reasons if isinstance(r, Recompiled)]
-    assert explain.reason_text(recompiled) == (
+    assert str(recompiled) == (
         "recompiles: torch.compile recompiled 2 times during the timed steps (tensor 'x' size "
         "mismatch at index 2. expected 16, actual 20): the steady figure is not the compiled "
         "step's; keep the shapes and the Python values the model branches on the same from step "
         "to step"
     )
-    result = BenchmarkResult("t.py::test_a", CONFIG.key(), CONFIG, decision, COMPILED_ENV, m)
     message = explain.failure(result, 0.01).splitlines()
     assert message[0] == "cnnperf: train_step tiny bs=8 64x64 opt=sgd compile failed (recompiles)"
     assert message[-1] == (
@@ -460,11 +504,11 @@ def test_compile_time_fails_only_past_its_own_threshold(
 ) -> None:
     baseline = entry(compiled_measurement(cold=30.0))
     settings = dataclasses.replace(SETTINGS, compile_time_threshold=threshold)
-    decision = gate.decide(compiled_measurement(cold=40.0), COMPILED_ENV, baseline, settings)
+    decision = decision_of(gated(compiled_measurement(cold=40.0), baseline, settings))
     assert decision.failed is failed
     assert decision.compile is not None
     assert decision.compile.compile_change == pytest.approx(1 / 3)
-    texts = [explain.reason_text(r) for r in decision.reasons]
+    texts = [str(r) for r in decision.reasons]
     slower = (
         "compile time: 40.00 s now, 30.00 s in the baseline (cold cache): +33.3% (fails above +20%)"
     )
@@ -478,7 +522,7 @@ def test_cuda_graph_modes_on_the_cpu_say_they_ran_without_them() -> None:
         for s in m.samples
         if s.compilation
     )
-    decision = gate.decide(dataclasses.replace(m, samples=samples), COMPILED_ENV, None, SETTINGS)
+    decision = decision_of(gated(dataclasses.replace(m, samples=samples)))
     assert explain.notes(decision) == [
         "2 compiled graphs ran without CUDA graphs: there are none on the CPU, so this mode "
         "measured the same code as mode='default'"
@@ -501,9 +545,8 @@ def test_modes_show_eager_against_compiled_speedups() -> None:
         for setting, step in ((None, eager_step), (SETTING, compiled_step)):
             config = dataclasses.replace(CONFIG, model=model, compile=setting)
             m = Measurement(8, (compiled_sample(step, 1.0, "cold"),))
-            decision = gate.decide(m, ENV, None, SETTINGS)
-            results.append(BenchmarkResult("t.py::t", config.key(), config, decision, ENV, m))
-    mode_table = modes.build([r for r in map(from_result, results) if r])
+            results.append(gated(m, config=config, environment=ENV))
+    mode_table = modes.build(results)
     assert mode_table is not None
     assert mode_table.dimensions == ("compile",)
     assert [mode_table.label(m) for m in mode_table.modes] == ["eager", "compile"]
@@ -513,7 +556,7 @@ def test_modes_show_eager_against_compiled_speedups() -> None:
     )
     assert lines[3].split() == ["resnet18", "bs=8", "64x64", "100.0", "ms", "80.0", "ms", "1.25x"]
     assert lines[4].split() == ["small", "bs=8", "64x64", "20.0", "ms", "25.0", "ms", "0.80x"]
-    reference = modes.build([r for r in map(from_result, results) if r], reference="compile")
+    reference = modes.build(results, reference="compile")
     assert reference is not None
     assert reference.label(reference.reference) == "compile"
 
@@ -564,7 +607,9 @@ def test_a_graph_break_is_reported_and_a_new_one_fails_the_gate(tiny: pytest.Pyt
     assert compilation["compile_s"] > 0
     assert compilation["graphs"] >= 1
     assert compilation["cache"] == "none"  # aot_eager keeps no compiler cache
-    assert [b for b in compilation["graph_breaks"] if not b["internal"]] == []
+    # fields at their defaults are left out of the file: no breaks, a break not internal
+    breaks = compilation.get("graph_breaks", [])
+    assert [b for b in breaks if not b.get("internal", False)] == []
 
     (tiny.path / "conftest.py").write_text("import models\nmodels.PRINT = True\n")
     gated = tiny.runpytest("--cnnperf", "--cnnperf-json=gated.json")
@@ -606,8 +651,9 @@ def test_recompiles_are_reported_and_fail(tiny: pytest.Pytester) -> None:
     )
     [measured] = _results(tiny)
     first = measured["measurement"]["samples"][0]["compilation"]
-    assert first["warmup_recompiles"] + first["recompiles"] >= 1
-    assert first["recompiles"] + first["eager_frames"] >= 1
+    counts = {k: first.get(k, 0) for k in ("warmup_recompiles", "recompiles", "eager_frames")}
+    assert counts["warmup_recompiles"] + counts["recompiles"] >= 1
+    assert counts["recompiles"] + counts["eager_frames"] >= 1
 
 
 @pytest.mark.slow
@@ -727,31 +773,35 @@ def test_sample_processes_share_a_cache_the_first_compiles_cold(
         assert caches == ["cold"] + ["warm"] * (len(caches) - 1)
         assert measured["environment"]["compiler"]["cxx_version"]
     assert list(temporary.glob("pytest-cnnperf-compile-*")) == []
-    baseline = json.loads(next((pytester.path / "baselines").glob("*/test_bench.json")).read_text())
-    train, inference = baseline["entries"]["test_compiled"].values()
+    path = next((pytester.path / "baselines").glob("*/test_bench.json"))
+    baseline = parse(path.read_text(), path)
+    train, inference = baseline.entries["test_compiled"].values()
     for recorded in (train, inference):
-        assert recorded["compile_cold_s"] > recorded["compile_warm_s"] > 0
-        assert recorded["config"]["compile"]["backend"] == "inductor"
+        m = recorded.measured
+        cold, warm = m.compile_time("cold"), m.compile_time("warm")
+        assert cold is not None
+        assert warm is not None
+        assert cold > warm > 0
+        assert recorded.config.compile is not None
+        assert recorded.config.compile.backend == "inductor"
 
 
 def test_cnnperf_show_of_a_baseline_file_has_the_compile_figures(tmp_path: Path) -> None:
     from pytest_cnnperf.cli import main
-    from pytest_cnnperf.results import BaselineFile
 
     compiled = entry(compiled_measurement(breaks=(BREAK,)))
+    eager_samples = tuple(
+        dataclasses.replace(s, compilation=None) for s in compiled.measured.samples
+    )
     eager = dataclasses.replace(
         compiled,
         config=dataclasses.replace(CONFIG, compile=None),
-        compile_cold_s=None,
-        compile_warm_s=None,
-        graph_breaks=(),
+        measurement=Measurement(8, eager_samples),
     )
-    document = BaselineFile(
-        "cpu-test-2t", {"test_a": {CONFIG.key(): compiled, eager.config.key(): eager}}
-    )
+    document = BaselineFile("cpu-test-2t", {"test_a": {CONFIG.key: compiled, eager.key: eager}})
     path = tmp_path / "baselines" / "cpu-test-2t" / "test_perf.json"
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps(formats.BASELINE.dump(document)))
+    path.write_text(render(document))
     out = io.StringIO()
     assert main(["show", str(path)], out=out) == 0
     lines = out.getvalue().splitlines()
@@ -767,10 +817,7 @@ def test_cnnperf_show_of_a_baseline_file_has_the_compile_figures(tmp_path: Path)
 
 
 def test_markdown_of_a_new_benchmark_that_recompiles_says_it_failed() -> None:
-    m = compiled_measurement(recompiles=1)
-    decision = gate.decide(m, COMPILED_ENV, None, SETTINGS)
-    result = BenchmarkResult("t.py::test_a", CONFIG.key(), CONFIG, decision, COMPILED_ENV, m)
-    text = markdown.render([result])
+    text = markdown.render([gated(compiled_measurement(recompiles=1))])
     assert text.startswith("### ❌ cnnperf: 1 of 1 benchmark failed (recompiles)\n")
     assert (
         "- ❌ `test_a` (tiny bs=8 64x64 compile): recompiles: torch.compile recompiled 1 time"
@@ -781,10 +828,7 @@ def test_markdown_of_a_new_benchmark_that_recompiles_says_it_failed() -> None:
 def test_junit_properties_carry_the_compile_figures() -> None:
     from pytest_cnnperf.reports import junit
 
-    m = compiled_measurement(breaks=(BREAK,))
-    result = BenchmarkResult(
-        "t.py::test_a", CONFIG.key(), CONFIG, gate.decide(m, ENV, None, SETTINGS), ENV, m
-    )
+    result = gated(compiled_measurement(breaks=(BREAK,)), environment=ENV)
     props = dict(junit.properties(result))
     assert props["cnnperf.compile_cold_s"] == "30"
     assert props["cnnperf.compile_warm_s"] == "3"

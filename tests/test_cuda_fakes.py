@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import torch
 
+from pytest_cnnperf.gate.policy import TimingPolicy
 from pytest_cnnperf.measuring import calibration
 from pytest_cnnperf.measuring.timing import CudaClock, time_steps
-from pytest_cnnperf.policy import TimingPolicy
 
 DEVICE = torch.device("cuda", 1)
 POLICY = TimingPolicy(
@@ -140,7 +140,7 @@ def test_the_cuda_calibration_is_sized_to_the_device(multiprocessors: int, produ
 
 def test_the_cpu_calibration_has_the_unit_of_unstamped_baselines() -> None:
     from pytest_cnnperf.measuring.timing import CpuClock
-    from pytest_cnnperf.results import UNSTAMPED_CALIBRATION_UNITS
+    from pytest_cnnperf.model.config import UNSTAMPED_CALIBRATION_UNITS
 
     seconds, unit = calibration.calibrate(torch.device("cpu"), CpuClock())
     assert seconds > 0
@@ -216,7 +216,7 @@ def test_throttling_comes_from_the_cumulative_counters_over_the_whole_window() -
     """Thermal violations for 0.2 s of a 1 s window: a problem, whatever the instant reason
     bits said at either end; at the power cap for half of it: reported, normal under load."""
     from pytest_cnnperf.measuring import nvml
-    from pytest_cnnperf.results import DeviceHealth
+    from pytest_cnnperf.model import DeviceHealth
 
     def reading(at: float, power_ns: int, thermal_ns: int) -> nvml.Reading:
         health = DeviceHealth(None, None, None, None, None, None, (), (), ())
@@ -348,7 +348,7 @@ def test_where_nvml_cannot_tell_a_throw_away_process_counts(
 def test_an_xdist_worker_pins_its_gpu_before_counting(monkeypatch: pytest.MonkeyPatch) -> None:
     """The count sees the pinned list (and the driver reads it only then); on a machine without
     a GPU the variable is left as it was."""
-    from pytest_cnnperf import workers
+    from pytest_cnnperf.sampling import xdist
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6")
     seen: list[str | None] = []
@@ -357,11 +357,11 @@ def test_an_xdist_worker_pins_its_gpu_before_counting(monkeypatch: pytest.Monkey
         seen.append(os.environ.get("CUDA_VISIBLE_DEVICES"))
         return 1
 
-    assert workers.pin_worker_gpu(1, count) == 1
+    assert xdist.pin_worker_gpu(1, count) == 1
     assert seen == ["5"]
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "5"
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    assert workers.pin_worker_gpu(1, lambda: 0) == 0
+    assert xdist.pin_worker_gpu(1, lambda: 0) == 0
     assert "CUDA_VISIBLE_DEVICES" not in os.environ
 
 

@@ -11,16 +11,16 @@ import torch
 from torch import nn
 
 from pytest_cnnperf.benchmark import InferenceSpec, TrainSpec
+from pytest_cnnperf.gate.policy import CPU, GateSettings, Plan, TimingPolicy
 from pytest_cnnperf.measuring import memory, torchstate
-from pytest_cnnperf.measuring.sample import SamplePlan, take_sample
+from pytest_cnnperf.measuring.sample import take_sample
 from pytest_cnnperf.measuring.workload import (
     build_custom,
     build_inference,
     build_train,
     classification_loss,
 )
-from pytest_cnnperf.policy import CPU, TimingPolicy
-from pytest_cnnperf.results import Sample
+from pytest_cnnperf.model import Sample
 
 CPU_DEVICE = torch.device("cpu")
 QUICK = dataclasses.replace(CPU.timing, min_time_s=0.01, min_steps=3, warmup_max_s=0.5)
@@ -34,7 +34,16 @@ def measure_sample(
     in_process: bool = False,
     calibrate: bool = True,
 ) -> Sample:
-    plan = SamplePlan(timing, calibrate=calibrate)
+    plan = Plan(
+        timing=timing,
+        sampling=CPU.sampling,
+        gate=GateSettings(CPU.gate, throughput_threshold=0.1, memory_threshold=0.05, strict=False),
+        calibrate=calibrate,
+        machine=None,
+        peak_tflops=None,
+        save=False,
+        creep=None,
+    )
     return take_sample(workload, device, plan, memory_pass=True, in_process=in_process)[0]
 
 
@@ -119,6 +128,7 @@ def test_a_sample_has_every_figure() -> None:
     assert sample.step_time_s > 0
     assert len(sample.step_times_s) >= QUICK.min_steps
     assert set(sample.phases) == {"forward", "backward", "optimizer"}
+    assert sample.cold_step_s is not None
     assert sample.cold_step_s > 0
     assert sample.calibration_s is not None
     assert sample.calibration_s > 0

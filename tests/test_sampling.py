@@ -1,22 +1,25 @@
 """Samples in fresh processes: each a fork of the pytest process taken before any test ran.
 
 These tests run pytest in a subprocess, because that is the point: a fresh pytest process whose
-torch has started no threads, as in real use.
+torch has started no threads, as in real use. (The zoo's options, which measure nothing of their
+own, run in this process with scripted samples.)
 """
 
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
+from scripted import Scripted
 
+#: a stated peak, so that no benchmark's first sample measures the CPU's: these tests are about
+#: processes, not figures
 INI = """
 [pytest]
 cnnperf_samples = 3
 cnnperf_min_time = 0.02
 cnnperf_calibration = false
+cnnperf_peak_tflops = 1
 cnnperf_sample_timeout = 20
 """
 
@@ -54,40 +57,17 @@ def fresh(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def test_every_sample_is_a_fresh_process(fresh: pytest.Pytester) -> None:
+def test_every_sample_is_a_fresh_process_and_a_failing_one_fails_only_its_test(
+    fresh: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each sample runs the test again in a process of its own. A benchmark that raises, exits
+    or hangs there, or whose test asks for something other than the pytest process measured,
+    fails its own test; the next one measures as usual."""
     fresh.makepyfile(
         test_bench="""
         import os
+        import random
 
-        from models import tiny
-
-        def test_pids(cnnperf, tmp_path_factory):
-            with open(os.environ["PIDS_FILE"], "a") as pids:
-                pids.write(f"{os.getpid()}\\n")
-            result = cnnperf.train_step(tiny(), batch_size=2, image_size=8)
-            assert not result.measurement.in_process
-            assert len(result.measurement.samples) == 3
-        """
-    )
-    pids = fresh.path / "pids.txt"
-    os.environ["PIDS_FILE"] = str(pids)
-    try:
-        result = fresh.runpytest_subprocess("--cnnperf", "--cnnperf-json=results.json")
-    finally:
-        del os.environ["PIDS_FILE"]
-    result.assert_outcomes(passed=1)
-    seen = pids.read_text().split()
-    assert len(seen) == 4  # the pytest process, then one process per sample
-    assert len(set(seen)) == 4
-    data = json.loads((fresh.path / "results.json").read_text())
-    assert data["schema"] == "pytest-cnnperf/results"
-    (only,) = data["results"]
-    assert [s["in_process"] for s in only["measurement"]["samples"]] == [False, False, False]
-
-
-def test_a_failing_benchmark_fails_only_its_own_test(fresh: pytest.Pytester) -> None:
-    fresh.makepyfile(
-        test_bench="""
         import torch
 
         from models import Broken, tiny
@@ -101,14 +81,34 @@ def test_a_failing_benchmark_fails_only_its_own_test(fresh: pytest.Pytester) -> 
         def test_hangs(cnnperf):
             cnnperf.train_step(Broken("hang"), batch_size=2, image_size=8, num_classes=2)
 
+        def test_random(cnnperf):
+            cnnperf.train_step(tiny(), batch_size=random.choice([2, 3, 4, 5, 6, 7, 8, 9]), image_size=8)
+
         def test_fine_afterwards(cnnperf):
+            with open(os.environ["PIDS_FILE"], "a") as pids:
+                pids.write(f"{os.getpid()}\\n")
             threads = torch.get_num_threads()
-            cnnperf.train_step(tiny(), batch_size=2, image_size=8)
+            result = cnnperf.train_step(tiny(), batch_size=2, image_size=8)
             assert torch.get_num_threads() == threads
+            assert not result.measurement.in_process
+            assert len(result.measurement.samples) == 3
         """
     )
-    result = fresh.runpytest_subprocess("--cnnperf", "-p", "no:randomly")
-    result.assert_outcomes(passed=1, failed=3)
+    pids = fresh.path / "pids.txt"
+    monkeypatch.setenv("PIDS_FILE", str(pids))
+    result = fresh.runpytest_subprocess(
+        "--cnnperf", "--cnnperf-json=results.json", "-p", "no:randomly"
+    )
+    result.assert_outcomes(passed=1, failed=4)
+    seen = pids.read_text().split()
+    assert len(seen) == 4  # the pytest process, then one process per sample
+    assert len(set(seen)) == 4
+    data = json.loads((fresh.path / "results.json").read_text())
+    assert data["schema"] == "pytest-cnnperf/results"
+    (fine,) = [r for r in data["results"] if r["test_id"].endswith("::test_fine_afterwards")]
+    # a field at its default (in_process: false) is left out of the file
+    samples = fine["measurement"]["samples"]
+    assert [s.get("in_process", False) for s in samples] == [False, False, False]
     result.stdout.fnmatch_lines(
         [
             "*cnnperf: measuring train_step Broken bs=2 8x8 opt=sgd on cpu failed: RuntimeError: boom: the model cannot take this input (raised at models.py:20 in forward)",
@@ -124,31 +124,16 @@ def test_a_failing_benchmark_fails_only_its_own_test(fresh: pytest.Pytester) -> 
             "*cnnperf: measuring train_step Broken bs=2 8x8 opt=sgd on cpu failed: the sample process took longer than 20 s (cnnperf_sample_timeout) and was killed; if it needs longer, raise cnnperf_sample_timeout in the ini file"
         ]
     )
-    assert not [
-        line
-        for line in result.outlines
-        if line.startswith("FAILED") and "test_fine_afterwards" in line
-    ]
-
-
-def test_a_test_that_measures_differently_each_run_is_caught(fresh: pytest.Pytester) -> None:
-    fresh.makepyfile(
-        test_bench="""
-        import random
-
-        from models import tiny
-
-        def test_random(cnnperf):
-            cnnperf.train_step(tiny(), batch_size=random.choice([2, 3, 4, 5, 6, 7, 8, 9]), image_size=8)
-        """
-    )
-    result = fresh.runpytest_subprocess("--cnnperf", "-p", "no:randomly")
-    result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
             "*the test asked for 'train_step Sequential bs=* 8x8 opt=sgd' where the pytest process measured 'train_step Sequential bs=* 8x8 opt=sgd'; a benchmark test must make the same calls in every run"
         ]
     )
+    assert not [
+        line
+        for line in result.outlines
+        if line.startswith("FAILED") and "test_fine_afterwards" in line
+    ]
 
 
 def test_torch_work_before_the_session_falls_back_to_in_process_samples(
@@ -172,7 +157,7 @@ def test_torch_work_before_the_session_falls_back_to_in_process_samples(
             assert cnnperf.train_step(tiny(), batch_size=2, image_size=8).measurement.in_process
         """
     )
-    result = fresh.runpytest_subprocess("--cnnperf")
+    result = fresh.runpytest_subprocess("--cnnperf", "--cnnperf-samples=1")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
@@ -183,9 +168,13 @@ def test_torch_work_before_the_session_falls_back_to_in_process_samples(
     )
 
 
-def test_zoo_runs_with_small_settings(pytester: pytest.Pytester, tmp_path: Path) -> None:
+def test_zoo_runs_with_small_settings(pytester: pytest.Pytester) -> None:
+    """The zoo's options choose its models, batch size, image size and precisions. Its models
+    are built, and take scripted samples: how a train step is measured, bf16 included, is
+    test_measurement's, and the zoo's real run is the GPU workflow's."""
     pytester.makeini(INI)
-    result = pytester.runpytest_subprocess(
+    scripted = Scripted()
+    result = pytester.runpytest(
         "--cnnperf",
         "--pyargs",
         "pytest_cnnperf.zoo",
@@ -194,6 +183,7 @@ def test_zoo_runs_with_small_settings(pytester: pytest.Pytester, tmp_path: Path)
         "--cnnperf-zoo-image-size=32",
         "--cnnperf-zoo-amp=off,bf16",
         "-v",
+        plugins=[scripted],
     )
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(
@@ -204,6 +194,12 @@ def test_zoo_runs_with_small_settings(pytester: pytest.Pytester, tmp_path: Path)
         ]
     )
     result.stdout.fnmatch_lines(["new*test_train[[]resnet18-bf16[]]*resnet18 bs=2 32x32 amp=bf16*"])
+    assert sorted(test for test, _ in scripted.script.taken) == [
+        "test_train[mobilenet_v2-bf16]",
+        "test_train[mobilenet_v2]",
+        "test_train[resnet18-bf16]",
+        "test_train[resnet18]",
+    ]
 
 
 def test_the_failure_that_caused_the_others_is_reported() -> None:

@@ -1,20 +1,25 @@
 """Scaling out: pytest-xdist workers merged at the controller, data-parallel train steps through
-torch.distributed (Gloo on the CPU). Fresh pytest processes, as in real use."""
+torch.distributed (Gloo on the CPU). Fresh pytest processes, as in real use, except where a
+test checks what is refused before anything is measured."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from pytest_cnnperf import workers
+from pytest_cnnperf.sampling import xdist
 
+#: one sample a benchmark (two to save) and a stated peak (no peak measured in each benchmark's
+#: first sample): these tests are about processes, not figures
 INI = """
 [pytest]
-cnnperf_samples = 2
+cnnperf_samples = 1
 cnnperf_min_time = 0.02
 cnnperf_calibration = false
+cnnperf_peak_tflops = 1
 cnnperf_sample_timeout = 60
 """
 
@@ -75,22 +80,8 @@ def test_xdist_workers_save_and_compare_with_every_entry_once(scale: pytest.Pyte
 
 
 def test_a_data_parallel_train_step_over_two_gloo_ranks(scale: pytest.Pytester) -> None:
-    scale.makepyfile(
-        test_ddp="""
-        from models import tiny
-
-        def test_ddp(cnnperf):
-            result = cnnperf.train_step(tiny(), batch_size=2, image_size=8, world_size=2)
-            assert result.config.world_size == 2
-            assert result.config.batch_size == 4
-            assert result.key.endswith("world=2")
-            assert 0 < result.measurement.scaling_efficiency
-        """
-    )
-    scale.runpytest_subprocess("--cnnperf").assert_outcomes(passed=1)
-
-
-def test_a_failing_rank_fails_the_test_cleanly(scale: pytest.Pytester) -> None:
+    """Two ranks in processes of their own measure a data-parallel step; a rank that fails
+    fails its own test cleanly, naming the rank and its error, and leaves no process behind."""
     scale.makepyfile(
         test_ddp="""
         from models import BrokenOnRank1, tiny
@@ -98,8 +89,12 @@ def test_a_failing_rank_fails_the_test_cleanly(scale: pytest.Pytester) -> None:
         def test_broken(cnnperf):
             cnnperf.train_step(BrokenOnRank1(), batch_size=2, image_size=8, world_size=2)
 
-        def test_fine_afterwards(cnnperf):
-            cnnperf.train_step(tiny(), batch_size=2, image_size=8, world_size=2)
+        def test_ddp(cnnperf):
+            result = cnnperf.train_step(tiny(), batch_size=2, image_size=8, world_size=2)
+            assert result.config.world_size == 2
+            assert result.config.batch_size == 4
+            assert result.key.endswith("world=2")
+            assert 0 < result.measurement.scaling_efficiency
         """
     )
     result = scale.runpytest_subprocess("--cnnperf", "-p", "no:randomly")
@@ -116,6 +111,7 @@ def test_a_failing_rank_fails_the_test_cleanly(scale: pytest.Pytester) -> None:
 
 
 def test_data_parallel_needs_sample_processes(scale: pytest.Pytester) -> None:
+    """Refused before anything is measured (in this process: no sample processes to fork)."""
     scale.makepyfile(
         test_ddp="""
         from models import tiny
@@ -124,7 +120,7 @@ def test_data_parallel_needs_sample_processes(scale: pytest.Pytester) -> None:
             cnnperf.train_step(tiny(), batch_size=2, image_size=8, world_size=2)
         """
     )
-    result = scale.runpytest_subprocess("--cnnperf", "--cnnperf-inprocess")
+    result = scale.runpytest("--cnnperf", "--cnnperf-inprocess")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         ["*world_size=2 needs sample processes, which are unavailable here (measuring in-process)*"]
@@ -154,64 +150,66 @@ def test_one_gpu_per_worker(
     workers_: int, gpus: int, kind: str, index: int | None, message: str
 ) -> None:
     with pytest.raises(pytest.UsageError) as info:
-        workers.check_gpus(workers_, gpus, kind, index)
+        xdist.check_gpus(workers_, gpus, kind, index)
     assert str(info.value) == message
-    workers.check_gpus(2, 2, "cuda", None)
-    workers.check_gpus(8, 0, "cpu", None)
+    xdist.check_gpus(2, 2, "cuda", None)
+    xdist.check_gpus(8, 0, "cpu", None)
 
 
 def test_workers_pick_their_gpu_from_the_callers_list(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
-    workers.pin_gpu(1)
+    xdist.pin_gpu(1)
     import os
 
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "5"
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    workers.pin_gpu(2)
+    xdist.pin_gpu(2)
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "2"
 
 
-def test_worker_shares_merge_without_loss_or_duplicates(tmp_path: object) -> None:
-    """Two workers' results, pending baselines and collected tests, merged at the controller."""
-    from pathlib import Path
+def test_worker_shares_merge_without_loss_or_duplicates(tmp_path: Path) -> None:
+    """Two workers' results, pending baselines and collected tests, sent as each worker ends
+    and merged at the controller."""
+    from types import SimpleNamespace
 
+    from factories import result as measured
+
+    from pytest_cnnperf.model import BenchConfig, Decision, Result, Verdict
     from pytest_cnnperf.models import ModelRegistry
-    from pytest_cnnperf.results import BenchConfig, BenchmarkResult, Decision, Verdict
     from pytest_cnnperf.session import Session
     from pytest_cnnperf.settings import Configuration
 
-    def result(test: str) -> BenchmarkResult:
-        config = BenchConfig(kind="train_step", model="m", batch_size=2, image_size=(8, 8))
-        return BenchmarkResult(
-            test_id=f"test_x.py::{test}",
-            key=config.key(),
-            config=config,
-            decision=Decision(Verdict.NEW),
-        )
+    config = BenchConfig(kind="train_step", model="m", batch_size=2, image_size=(8, 8))
+
+    def result(test: str) -> Result:
+        return Result(config, test_id=f"test_x.py::{test}", decision=Decision(Verdict.NEW))
+
+    def entry(test: str) -> Result:
+        return measured([0.010, 0.011], config=config, test_id=f"test_x.py::{test}").as_baseline()
 
     def state() -> Session:
-        configuration = Configuration({}, {}, Path(str(tmp_path)), Path(str(tmp_path)))
+        configuration = Configuration({}, {}, tmp_path, tmp_path)
         return Session(configuration, "cpu", ModelRegistry())
 
     controller = state()
     for tests in (["test_b", "test_a"], ["test_c"]):
         worker = state()
         worker.results.extend(result(t) for t in tests)
+        worker.pending[("cpu-m-1t", "test_x")] = {t: {config.key: entry(t)} for t in tests}
         worker.collected["test_x"].update(["test_a", "test_b", "test_c"])
         worker.machine = "cpu-m-1t"
         worker.warnings.append("2 xdist workers share this CPU")
-        report = workers.WorkerReport(
-            results=tuple(worker.results),
-            collected={k: tuple(v) for k, v in worker.collected.items()},
-            machine=worker.machine,
-            warnings=tuple(worker.warnings),
-        )
-        workers.receive(controller, json.dumps(workers.WORKER_REPORT.dump(report)))
+        ended = SimpleNamespace(workeroutput={})
+        xdist.send(ended, worker)  # type: ignore[arg-type]
+        xdist.receive(controller, ended.workeroutput[xdist.KEY])
     assert [r.test_id for r in controller.results] == [
         "test_x.py::test_a",
         "test_x.py::test_b",
         "test_x.py::test_c",
     ]
+    assert controller.pending == {
+        ("cpu-m-1t", "test_x"): {t: {config.key: entry(t)} for t in ("test_a", "test_b", "test_c")}
+    }
     assert controller.collected["test_x"] == {"test_a", "test_b", "test_c"}
     assert controller.warnings == ["2 xdist workers share this CPU"]
     assert controller.machine == "cpu-m-1t"

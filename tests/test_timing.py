@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from pytest_cnnperf.gate.policy import CPU, TimingPolicy
 from pytest_cnnperf.measuring.timing import steps_for
 from pytest_cnnperf.measuring.timing import time_steps as measure_steps
-from pytest_cnnperf.policy import CPU, TimingPolicy
 
 
 class FakeClock:

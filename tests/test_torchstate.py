@@ -145,7 +145,10 @@ def test_settings_changed_in_a_forward_do_not_reach_later_tests(
     """oneDNN switched off, a float64 default dtype and the new fp32_precision API used inside a
     forward: with ``--cnnperf-inprocess`` the next test finds them as they were, and either way
     the benchmark measured (the new API used to crash the capture of its environment)."""
-    pytester.makeini("[pytest]\ncnnperf_samples = 1\ncnnperf_min_time = 0.01\n")
+    # one sample, and a stated peak: none is measured in the benchmark's first sample
+    pytester.makeini(
+        "[pytest]\ncnnperf_samples = 1\ncnnperf_min_time = 0.01\ncnnperf_peak_tflops = 1\n"
+    )
     pytester.makepyfile(
         """
         import torch
