@@ -6,13 +6,16 @@ modules first imported inside them, and C extensions cannot be imported twice.
 
 from __future__ import annotations
 
+import os
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-import torch  # noqa: F401  (imported once, for in-process pytester runs)
+import torch  # imported once, for in-process pytester runs
 import torchvision  # noqa: F401  (imported once, for in-process pytester runs)
+from scripted import Scripted
 
 pytest_plugins = ["pytester"]
 
@@ -82,3 +85,41 @@ def inject(pytester: pytest.Pytester) -> Callable[[str], Path]:
         return path
 
     return create
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """torch on one thread during the test, for the in-process runs that time the sleepy model
+    for real: on a busy shared machine each parallel op of a 2-thread step waits for a thread
+    that is not running, and the step takes tens of times its sleep, which then no longer
+    decides its speed."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def scripted() -> Scripted:
+    """The script of a test's scripted runs: change it between runs (``slow_down``, ``grow``,
+    ``fail``) as a change to the code would change the figures."""
+    return Scripted()
+
+
+@pytest.fixture
+def scripted_project(
+    project: pytest.Pytester, scripted: Scripted, monkeypatch: pytest.MonkeyPatch
+) -> pytest.Pytester:
+    """``project`` whose every ``runpytest`` takes its samples from ``scripted`` at once (through
+    the real plugin, session, baseline files and gate): no benchmark is timed, and the sleepy
+    model is built but never run."""
+    run = project.runpytest
+
+    def runpytest(*args: str | os.PathLike[str], **kwargs: Any) -> pytest.RunResult:
+        kwargs["plugins"] = [scripted, *kwargs.get("plugins", ())]
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(project, "runpytest", runpytest)
+    return project

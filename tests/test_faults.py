@@ -11,8 +11,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from scripted import Scripted
 
-from pytest_cnnperf import baseline
+from pytest_cnnperf.store import baseline
 
 BENCH = """
 import pytest
@@ -48,14 +49,11 @@ def entries(project: pytest.Pytester) -> set[str]:
 
 
 @pytest.fixture
-def saved(project: pytest.Pytester) -> pytest.Pytester:
-    """Baselines of four benchmarks, quickly (these tests gate nothing)."""
+def saved(scripted_project: pytest.Pytester) -> pytest.Pytester:
+    """Scripted baselines of four benchmarks."""
+    project = scripted_project
     project.makepyfile(test_bench=BENCH)
     ini = project.path.joinpath("tox.ini").read_text()
-    ini = ini.replace("cnnperf_samples = 4", "cnnperf_samples = 2")
-    ini = ini.replace("cnnperf_min_time = 0.1", "cnnperf_min_time = 0.02")
-    assert "samples = 2" in ini
-    assert "time = 0.02" in ini
     project.makeini(ini + "\nmarkers =\n    heavy: a heavy one\n")
     project.runpytest("--cnnperf", "--cnnperf-save").assert_outcomes(passed=5)
     assert entries(project) == TESTS
@@ -120,13 +118,38 @@ def test_tests_that_are_gone_are_stale_and_pruned_on_request(saved: pytest.Pytes
     assert entries(saved) == TESTS - {"test_b", "TestD::test_d"}
 
 
+def test_a_benchmark_that_fails_to_measure_keeps_its_baseline(
+    saved: pytest.Pytester, scripted: Scripted
+) -> None:
+    """A save where one benchmark's measuring fails: that test fails with the error, the others
+    are saved, and the failed one's entry stays as it was."""
+    (path,) = (saved.path / "baselines").glob("*/test_bench.json")
+    before = json.loads(path.read_text())["entries"]["test_a"]
+    scripted.fail("test_a", "RuntimeError: out of patience")
+    result = saved.runpytest("--cnnperf", "--cnnperf-save")
+    result.assert_outcomes(passed=4, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "cnnperf: measuring train_step Sleepy bs=2 8x8 opt=sgd on cpu failed: RuntimeError: "
+            "out of patience",
+        ]
+    )
+    result.stdout.fnmatch_lines(["saved 3 baseline(s) to *test_bench.json"])
+    assert "Traceback" not in result.stdout.str()
+    assert entries(saved) == TESTS
+    assert json.loads(path.read_text())["entries"]["test_a"] == before
+
+
 # ---- item 3: two modules never share a baseline file ----
 
 
-def test_two_modules_with_similar_names_keep_files_of_their_own(project: pytest.Pytester) -> None:
+def test_two_modules_with_similar_names_keep_files_of_their_own(
+    scripted_project: pytest.Pytester,
+) -> None:
     """``perf 1/test_x.py`` and ``perf_1/test_x.py`` once both mapped to ``perf_1/test_x.json``:
     one benchmark's entry replaced the other's, and the gate compared one module with the
     other's figures."""
+    project = scripted_project
     test = "from models import Sleepy\n\ndef test_x(cnnperf):\n    cnnperf.train_step(Sleepy(), batch_size=2, image_size=8)\n"
     for folder in ("perf 1", "perf_1"):
         project.mkdir(folder)
@@ -153,8 +176,9 @@ def test_two_modules_with_similar_names_keep_files_of_their_own(project: pytest.
 
 
 def test_a_baselines_folder_that_cannot_be_made_fails_the_benchmark(
-    project: pytest.Pytester,
+    scripted_project: pytest.Pytester,
 ) -> None:
+    project = scripted_project
     project.makepyfile(test_bench=BENCH)
     result = project.runpytest(
         "--cnnperf", "--cnnperf-save", "--cnnperf-baselines=/proc/x", "-k", "test_a"
@@ -170,10 +194,11 @@ def test_a_baselines_folder_that_cannot_be_made_fails_the_benchmark(
 
 
 def test_a_read_only_folder_fails_the_benchmark(
-    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    scripted_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """As on a read-only mount (root may write anywhere else, so the error is injected where
     the file would be created)."""
+    project = scripted_project
 
     def read_only(path: Path) -> tuple[int, Path]:
         raise OSError(errno.EROFS, "Read-only file system", str(path.parent))
@@ -189,8 +214,9 @@ def test_a_read_only_folder_fails_the_benchmark(
 
 
 def test_a_lock_folder_that_cannot_be_used_fails_the_benchmark(
-    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    scripted_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    project = scripted_project
     (tmp_path / "pytest-cnnperf-locks").write_text("a file where the lock folder goes")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     project.makepyfile(test_bench=BENCH)
@@ -258,7 +284,7 @@ def test_a_bad_number_in_a_baseline_fails_its_benchmarks_with_the_field(
     text = path.read_text()
     key = "train_step Sleepy bs=2 8x8 opt=sgd"
     data = json.loads(text)
-    data["entries"]["test_a"][key]["step_time_s"][0] = "@"
+    data["entries"]["test_a"][key]["measurement"]["samples"][0]["step_time_s"] = "@"
     path.write_text(json.dumps(data).replace('"@"', number))
     bad = path.read_text()
     result = saved.runpytest("--cnnperf", "test_bench.py::test_a", "test_bench.py::test_b")
@@ -266,7 +292,8 @@ def test_a_bad_number_in_a_baseline_fails_its_benchmarks_with_the_field(
     result.stdout.fnmatch_lines(
         [
             f"cnnperf: baseline file {path} cannot be used: it is malformed: file.entries['test_a']"
-            f"['{key}'].step_time_s[0]: expected a positive number, found {found}. Mend it (or "
+            f"['{key}'].measurement.samples[0].step_time_s: expected a positive number, found "
+            f"{found}. Mend it (or "
             "delete it) and record new baselines with --cnnperf-save; it is left untouched until then."
         ]
     )
@@ -305,9 +332,10 @@ def test_an_interrupted_run_saves_nothing(saved: pytest.Pytester) -> None:
     ("value", "shown"), [('"no"', "'no'"), ("1", "1"), ("None", "None"), ('"False"', "'False'")]
 )
 def test_channels_last_takes_booleans_only(
-    project: pytest.Pytester, value: str, shown: str
+    scripted_project: pytest.Pytester, value: str, shown: str
 ) -> None:
     """``channels_last="no"`` once measured channels_last."""
+    project = scripted_project
     project.makepyfile(
         test_bench=f"""
         from models import Sleepy
@@ -375,9 +403,11 @@ def test_a_model_that_returns_no_tensor_is_told_how_to_measure_it(
         )
 
 
+@pytest.mark.usefixtures("one_thread")
 def test_no_message_shows_a_chained_traceback(project: pytest.Pytester) -> None:
     """Every kind of bad input in one run: each is one message, with no traceback of ours and
-    no "During handling of the above exception"."""
+    no "During handling of the above exception". Measured for real: the step function and the
+    loss raise in the model's own code."""
     project.makepyfile(
         test_bench="""
         import pytest
@@ -426,7 +456,7 @@ def test_no_message_shows_a_chained_traceback(project: pytest.Pytester) -> None:
 
 
 def test_a_path_outside_the_current_folder_is_shown_as_given(tmp_path: Path) -> None:
-    from pytest_cnnperf.explain import display_path
+    from pytest_cnnperf.reports.explain import display_path
 
     assert display_path("/proc/x/r.json") == "/proc/x/r.json"
     assert display_path(Path.cwd() / "out" / "r.json") == "out/r.json"

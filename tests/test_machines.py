@@ -1,6 +1,6 @@
 """Baselines and the kind of machine: a run that finds none for its machine says where it looked,
 which machines have them and the two fixes; a baseline file names its own module and machine, so
-a copy of it compares like the original."""
+a copy of it compares like the original. Samples are scripted (``tests/scripted.py``)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from pytest_cnnperf.cli import main
 
 
 @pytest.fixture
-def saved_elsewhere(project: pytest.Pytester) -> pytest.Pytester:
+def saved_elsewhere(scripted_project: pytest.Pytester) -> pytest.Pytester:
     """Baselines recorded under another machine name, as on another kind of runner."""
-    project.makepyfile(test_bench=BENCH)
-    project.runpytest(
+    scripted_project.makepyfile(test_bench=BENCH)
+    scripted_project.runpytest(
         "--cnnperf", "--cnnperf-save", "--cnnperf-machine=gpu-runner-a", "test_bench.py::test_a"
     ).assert_outcomes(passed=1)
-    return project
+    return scripted_project
 
 
 def test_no_baseline_for_this_machine_says_where_and_what_to_do(
@@ -46,9 +46,11 @@ def test_no_baseline_for_this_machine_says_where_and_what_to_do(
     )
 
 
-def test_no_baseline_anywhere_suggests_naming_the_machine(project: pytest.Pytester) -> None:
-    project.makepyfile(test_bench=BENCH)
-    result = project.runpytest("--cnnperf")
+def test_no_baseline_anywhere_suggests_naming_the_machine(
+    scripted_project: pytest.Pytester,
+) -> None:
+    scripted_project.makepyfile(test_bench=BENCH)
+    result = scripted_project.runpytest("--cnnperf")
     result.stdout.fnmatch_lines(
         [
             "2 benchmarks had no baseline for this kind of machine (cpu-*); looked in *",

@@ -1,6 +1,8 @@
 """The whole workflow through pytest: record baselines, gate against them, and every way a
-baseline can be missing, stale, corrupt or from another environment. Effects are injected large
-and deterministic (a tripled sleep, 16 MiB more memory); no test asserts a timing."""
+baseline can be missing, stale, corrupt or from another environment. Samples are scripted
+(``tests/scripted.py``): changes are made large and exact (a tripled step time, 16 MiB more at
+the peak) and go through the real plugin, session, baseline files and gate. One test times the
+sleepy model for real, end to end; no test asserts a timing."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from scripted import Scripted
 
 BENCH = """
 from models import Sleepy
@@ -19,6 +22,7 @@ def test_a(cnnperf):
 def test_b(cnnperf):
     cnnperf.train_step(Sleepy(name="b"), batch_size=2, image_size=8)
 """
+KEY = "train_step Sleepy bs=2 8x8 opt=sgd"
 
 
 def baseline_file(project: pytest.Pytester, module: str = "test_bench") -> Path:
@@ -27,8 +31,7 @@ def baseline_file(project: pytest.Pytester, module: str = "test_bench") -> Path:
     return files[0]
 
 
-@pytest.fixture
-def saved(project: pytest.Pytester) -> pytest.Pytester:
+def save(project: pytest.Pytester) -> pytest.Pytester:
     project.makepyfile(test_bench=BENCH)
     result = project.runpytest("--cnnperf", "--cnnperf-save")
     result.assert_outcomes(passed=2)
@@ -38,11 +41,38 @@ def saved(project: pytest.Pytester) -> pytest.Pytester:
     return project
 
 
+@pytest.fixture
+def saved(scripted_project: pytest.Pytester, scripted: Scripted) -> pytest.Pytester:
+    """Scripted baselines of both benchmarks: 8 samples each, none timed."""
+    save(scripted_project)
+    assert scripted.script.taken == [("test_a", 8), ("test_b", 8)]
+    return scripted_project
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_real_slowdown_fails_the_test_that_slowed_and_the_other_passes(
+    project: pytest.Pytester, inject: Callable[[str], Path]
+) -> None:
+    """The workflow end to end with real timing: the sleepy model's baselines are saved, then
+    its sleep is tripled in one test; that test regresses, the unchanged one passes."""
+    save(project)
+    inject("SLOWDOWN-a")
+    result = project.runpytest("--cnnperf")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"*cnnperf: {KEY} regressed (throughput)",
+            "*  throughput  * images/s now, * images/s in the baseline: -*% (fails below -30%)",
+        ]
+    )
+    result.stdout.fnmatch_lines(["FAILED test_bench.py::test_a - *"])
+
+
 def test_save_writes_one_entry_per_benchmark(saved: pytest.Pytester) -> None:
     data = json.loads(baseline_file(saved).read_text())
     assert set(data["entries"]) == {"test_a", "test_b"}
-    entry = data["entries"]["test_a"]["train_step Sleepy bs=2 8x8 opt=sgd"]
-    assert len(entry["step_time_s"]) == 8
+    entry = data["entries"]["test_a"][KEY]
+    assert len(entry["measurement"]["samples"]) == 8
     assert entry["environment"]["machine"] == baseline_file(saved).parent.name
 
 
@@ -52,10 +82,8 @@ def test_an_unchanged_rerun_passes(saved: pytest.Pytester) -> None:
     result.stdout.no_fnmatch_line("regressed*")
 
 
-def test_a_slowdown_fails_the_test_that_slowed(
-    saved: pytest.Pytester, inject: Callable[[str], Path]
-) -> None:
-    inject("SLOWDOWN-a")
+def test_a_slowdown_fails_the_test_that_slowed(saved: pytest.Pytester, scripted: Scripted) -> None:
+    scripted.slow_down("test_a", 3.0)
     result = saved.runpytest("--cnnperf")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
@@ -71,9 +99,9 @@ def test_a_slowdown_fails_the_test_that_slowed(
 
 
 def test_a_memory_growth_fails_the_test_that_grew(
-    saved: pytest.Pytester, inject: Callable[[str], Path]
+    saved: pytest.Pytester, scripted: Scripted
 ) -> None:
-    inject("GROWTH-b")
+    scripted.grow("test_b", 16 << 20)
     result = saved.runpytest("--cnnperf")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
@@ -87,26 +115,26 @@ def test_a_memory_growth_fails_the_test_that_grew(
     assert "confidence the loss" not in result.stdout.str()
 
 
-def test_accepting_a_change_with_save(
-    saved: pytest.Pytester, inject: Callable[[str], Path]
-) -> None:
-    inject("SLOWDOWN-a")
+def test_accepting_a_change_with_save(saved: pytest.Pytester, scripted: Scripted) -> None:
+    scripted.slow_down("test_a", 3.0)
     saved.runpytest("--cnnperf", "--cnnperf-save", "test_bench.py::test_a").assert_outcomes(
         passed=1
     )
     saved.runpytest("--cnnperf").assert_outcomes(passed=2)
 
 
-def test_a_benchmark_without_baseline_is_new_and_passes(project: pytest.Pytester) -> None:
-    project.makepyfile(test_bench=BENCH)
-    result = project.runpytest("--cnnperf")
+def test_a_benchmark_without_baseline_is_new_and_passes(
+    scripted_project: pytest.Pytester,
+) -> None:
+    scripted_project.makepyfile(test_bench=BENCH)
+    result = scripted_project.runpytest("--cnnperf")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["new *test_a *", "new *test_b *"])
 
 
-def test_strict_mode_fails_missing_baselines(project: pytest.Pytester) -> None:
-    project.makepyfile(test_bench=BENCH)
-    result = project.runpytest("--cnnperf", "--cnnperf-strict")
+def test_strict_mode_fails_missing_baselines(scripted_project: pytest.Pytester) -> None:
+    scripted_project.makepyfile(test_bench=BENCH)
+    result = scripted_project.runpytest("--cnnperf", "--cnnperf-strict")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(
         [
@@ -120,9 +148,7 @@ def test_strict_mode_fails_missing_baselines(project: pytest.Pytester) -> None:
 def test_a_changed_environment_is_reported_and_fails_in_strict_mode(saved: pytest.Pytester) -> None:
     path = baseline_file(saved)
     data = json.loads(path.read_text())
-    data["entries"]["test_a"]["train_step Sleepy bs=2 8x8 opt=sgd"]["environment"]["torch"] = (
-        "1.0.0"
-    )
+    data["entries"]["test_a"][KEY]["environment"]["torch"] = "1.0.0"
     path.write_text(json.dumps(data))
     result = saved.runpytest("--cnnperf")
     result.assert_outcomes(passed=2)
@@ -184,7 +210,7 @@ def test_a_partial_save_keeps_the_other_entries(saved: pytest.Pytester) -> None:
 
 
 def test_per_test_thresholds_and_command_line_precedence(
-    saved: pytest.Pytester, inject: Callable[[str], Path]
+    saved: pytest.Pytester, scripted: Scripted
 ) -> None:
     saved.makepyfile(
         test_bench=BENCH.replace(
@@ -192,6 +218,6 @@ def test_per_test_thresholds_and_command_line_precedence(
             "import pytest\n\n@pytest.mark.cnnperf(threshold='90%')\ndef test_a(cnnperf):",
         )
     )
-    inject("SLOWDOWN-a")
+    scripted.slow_down("test_a", 3.0)
     saved.runpytest("--cnnperf").assert_outcomes(passed=2)
     saved.runpytest("--cnnperf", "--cnnperf-threshold=30%").assert_outcomes(passed=1, failed=1)
