@@ -67,13 +67,16 @@ def test_a_slower_operator_is_named_with_its_share_of_the_change() -> None:
     ]
 
 
-def test_new_and_gone_operators_are_named_as_such() -> None:
+def test_new_and_gone_operators_are_named_as_such_in_the_changes_direction() -> None:
     before = profile(*BASE, ("aten::upsample_nearest2d", 2.0))
     after = profile(*BASE, ("aten::copy_", 3.1), step=11 * MS)
-    found = attribute(before, after)
-    assert [c.text() for c in found.changes] == [
-        "aten::copy_ 3.1 ms a step (new, 310% of the change)",
-        "aten::upsample_nearest2d 2.0 ms a step (gone, -200% of the change)",
+    slower = attribute(before, after)
+    assert [c.text() for c in slower.changes] == [
+        "aten::copy_ 3.1 ms a step (new, 310% of the change)"  # the gone one made it faster
+    ]
+    faster = attribute(after, before)
+    assert [c.text() for c in faster.changes] == [
+        "aten::copy_ 3.1 ms a step (gone, 310% of the change)"
     ]
 
 
@@ -87,10 +90,10 @@ def test_an_operator_below_the_baselines_cut_is_not_called_new() -> None:
     )
 
 
-def test_a_machine_slower_by_the_calibrations_ratio_names_no_operator() -> None:
+def test_a_machine_that_slows_every_operator_alike_names_none() -> None:
     before = profile(*BASE)
     after = profile(*((name, ms * 1.3) for name, ms in BASE), step=13 * MS)
-    found = attribute(before, after, machine=1.3)
+    found = attribute(before, after)
     assert not found.found
     assert found.alike == pytest.approx(1.3)
     assert found.lines() == [
@@ -170,15 +173,16 @@ class Net(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.relu(self.conv1(x))
-        if self.change == "memory format":
-            x = x.contiguous(memory_format=torch.channels_last).contiguous()
-        if self.change == "cast":
-            x = x.double().float()
+        for _ in range(4 if self.change in ("memory format", "cast") else 0):
+            if self.change == "memory format":
+                x = x.contiguous(memory_format=torch.channels_last).contiguous()
+            else:
+                x = x.double().float()
         x = F.relu(self.conv2(x))
         if self.extra is not None:
             x = F.relu(self.extra(x))
         if self.change == "upsampling":
-            x = x + F.avg_pool2d(F.interpolate(x, scale_factor=4), 4)
+            x = x + F.interpolate(x[:, :, ::2, ::2], scale_factor=2, mode="bilinear")
         if self.change == "machine":
             time.sleep(0.02)  # slower steps, outside any operator
         x = F.adaptive_avg_pool2d(x, 4).flatten(1)
@@ -188,7 +192,7 @@ class Net(nn.Module):
 def profiled(change: str | None) -> Profile:
     """The net's profile over three runs, as a benchmark's samples take it."""
     torch.manual_seed(0)
-    spec = TrainSpec(batch_size=8, image_size=(32, 32))
+    spec = TrainSpec(batch_size=32, image_size=(32, 32))
     workload = build_train(Net(change), spec, torch.device("cpu"))
     runs = [profile_steps(workload, torch.device("cpu"), CpuClock()) for _ in range(3)]
     merged = Profile.merged(runs)
@@ -230,6 +234,6 @@ def test_a_profile_keeps_the_operators_that_take_most_of_the_step(baseline: Prof
     assert times == sorted(times, reverse=True)
     assert sum(times) >= 0.95 * baseline.operators_s - 1e-9
     assert len(baseline.operators) <= 40
-    assert any(o.module == "conv1" for o in baseline.operators)  # forward operators' modules
+    assert {o.module for o in baseline.operators} >= {"conv2", "fc1"}  # forward operators
     assert "aten::mkldnn_convolution" not in {o.name for o in baseline.operators}  # inner ops
     assert statistics.median(o.calls for o in baseline.operators) >= 1

@@ -248,7 +248,7 @@ def test_baseline_files_get_the_mode_of_any_new_file(tmp_path: Path) -> None:
 
 
 def test_a_folder_of_a_dead_session_is_removed(tmp_path: Path) -> None:
-    from pytest_cnnperf.sampling.leftovers import remove_folders_of_dead
+    from pytest_cnnperf.store.leftovers import remove_folders_of_dead
 
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],

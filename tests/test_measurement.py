@@ -11,9 +11,10 @@ import torch
 from torch import nn
 
 from pytest_cnnperf.benchmark import InferenceSpec, TrainSpec
-from pytest_cnnperf.gate.policy import CPU, GateSettings, Plan, TimingPolicy
+from pytest_cnnperf.gate.policy import CPU
 from pytest_cnnperf.measuring import memory, torchstate
-from pytest_cnnperf.measuring.sample import take_sample
+from pytest_cnnperf.measuring.sample import SamplePlan, take_sample
+from pytest_cnnperf.measuring.timing import TimingPolicy
 from pytest_cnnperf.measuring.workload import (
     build_custom,
     build_inference,
@@ -34,16 +35,7 @@ def measure_sample(
     in_process: bool = False,
     calibrate: bool = True,
 ) -> Sample:
-    plan = Plan(
-        timing=timing,
-        sampling=CPU.sampling,
-        gate=GateSettings(CPU.gate, throughput_threshold=0.1, memory_threshold=0.05, strict=False),
-        calibrate=calibrate,
-        machine=None,
-        peak_tflops=None,
-        save=False,
-        creep=None,
-    )
+    plan = SamplePlan(timing=timing, calibrate=calibrate)
     return take_sample(workload, device, plan, memory_pass=True, in_process=in_process)[0]
 
 

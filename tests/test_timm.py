@@ -125,8 +125,8 @@ def test_timm_models_of_one_class_read_their_architectures_in_the_report(
         def test_resnets(cnnperf):
             a = cnnperf.train_step(ResNet("resnet18"), batch_size=2)
             b = cnnperf.train_step(ResNet("resnet50"), batch_size=2)
-            assert a.config.key() == "train_step timm/resnet18 bs=2 16x12 opt=sgd"
-            assert b.config.key() == "train_step timm/resnet50 bs=2 16x12 opt=sgd"
+            assert a.key == "train_step timm/resnet18 bs=2 16x12 opt=sgd"
+            assert b.key == "train_step timm/resnet50 bs=2 16x12 opt=sgd"
         """
     )
     project.runpytest_subprocess("--cnnperf").assert_outcomes(passed=1)

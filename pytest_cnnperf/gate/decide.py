@@ -382,9 +382,8 @@ def decide(
     if settings.attribution == "always" or (
         settings.attribution == "changes" and verdict in (Verdict.REGRESSED, Verdict.IMPROVED)
     ):
-        ratio = machine_ratio(measurement, before, then.device) if not changes else None
         grew = memory is not None and memory.verdict in (Verdict.REGRESSED, Verdict.IMPROVED)
-        attribution, why = _attribution(before, measurement, ratio or 1.0, grew)
+        attribution, why = _attribution(before, measurement, grew)
         reasons += [why] if why else []
     return Decision(
         verdict=verdict,
@@ -402,7 +401,7 @@ def decide(
 
 
 def _attribution(
-    baseline: Measurement, measurement: Measurement, machine: float, memory: bool
+    baseline: Measurement, measurement: Measurement, memory: bool
 ) -> tuple[Attribution | None, Reason | None]:
     """Which operators changed, or why that cannot be said."""
     if measurement.profile is None:
@@ -410,7 +409,7 @@ def _attribution(
         return None, ProfileFailed(error) if error else None
     if baseline.profile is None:
         return None, NoProfile()
-    return attribute(baseline.profile, measurement.profile, machine, memory), None
+    return attribute(baseline.profile, measurement.profile, memory), None
 
 
 def wants_more_samples(decision: Decision) -> bool:

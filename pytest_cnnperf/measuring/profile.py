@@ -28,10 +28,11 @@ from .workload import Workload
 #: steps profiled (after one unprofiled step that settles the profiler's own allocations)
 STEPS = 8
 #: the operators kept: those that together take this share of the operators' time (at most
-#: TIME_ROWS of them), and of what they allocate (at most MEMORY_ROWS more)
-COVERAGE = 0.95
-TIME_ROWS = 30
-MEMORY_ROWS = 10
+#: TIME_ROWS of them; the small ones too, as they show how much all the operators changed
+#: alike), and of what they allocate (at most MEMORY_ROWS more)
+COVERAGE = 0.99
+TIME_ROWS = 40
+MEMORY_ROWS = 6
 
 _STEP = "cnnperf::profiled-step"
 _MODULE = "cnnperf::module:"

@@ -155,9 +155,7 @@ class Attribution:
     changes: tuple[OperatorChange, ...]
     #: the share of the step's change the listed operators explain
     explained: float
-    #: the machine's speed now over the baseline's (the calibration workload's), allowed for
-    machine: float
-    #: how much the operators' times changed alike (the median of their ratios)
+    #: how much the operators' times changed alike (the median of their ratios), allowed for
     alike: float
     #: the operators whose allocations grew, largest first (a memory regression's cause)
     allocations: tuple[OperatorChange, ...] = ()
