@@ -1,21 +1,33 @@
 """Shared fixtures for pytest-cnnperf's own tests.
 
-torch and torchvision are imported here, by the outer session: in-process ``pytester`` runs drop
-modules first imported inside them, and C extensions cannot be imported twice.
+torch, torchvision, scipy and the whole package are imported here, by the outer session:
+in-process ``pytester`` runs drop the modules first imported inside them (importing them again in
+every run, and C extensions cannot be imported twice), while a package that stays loaded keeps
+its submodules as attributes, so a module dropped and imported again would meet an old copy of
+its neighbours.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import scipy.stats  # noqa: F401  (imported once, for in-process pytester runs)
 import torch  # imported once, for in-process pytester runs
 import torchvision  # noqa: F401  (imported once, for in-process pytester runs)
 from scripted import Scripted
+
+import pytest_cnnperf
+
+for _module in pkgutil.walk_packages(pytest_cnnperf.__path__, "pytest_cnnperf."):
+    if not _module.name.startswith("pytest_cnnperf.zoo.test_"):
+        importlib.import_module(_module.name)
 
 pytest_plugins = ["pytester"]
 
@@ -68,6 +80,7 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
         cnnperf_inprocess = true
         cnnperf_samples = 4
         cnnperf_min_time = 0.1
+        cnnperf_attribution = off
         cnnperf_calibration = false
         cnnperf_threshold = 30%
         """

@@ -8,6 +8,7 @@ right operator named first; the same code with slower steps outside any operator
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from collections.abc import Callable
@@ -237,3 +238,69 @@ def test_a_profile_keeps_the_operators_that_take_most_of_the_step(baseline: Prof
     assert {o.module for o in baseline.operators} >= {"conv2", "fc1"}  # forward operators
     assert "aten::mkldnn_convolution" not in {o.name for o in baseline.operators}  # inner ops
     assert statistics.median(o.calls for o in baseline.operators) >= 1
+
+
+# ---- the whole way: saved with its profile, regressed with the operators named ----
+
+NET = """
+import os
+
+import torch.nn.functional as F
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
+        extra = os.path.exists(os.path.join(os.path.dirname(__file__), "EXTRA"))
+        self.extra = nn.Conv2d(32, 32, 3, padding=1) if extra else None
+        self.fc = nn.Linear(32, 10)
+
+    def forward(self, x):
+        x = F.relu(self.conv2(F.relu(self.conv1(x))))
+        if self.extra is not None:
+            for _ in range(3):
+                x = F.relu(self.extra(x))
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+def test_net(cnnperf):
+    cnnperf.train_step(Net(), batch_size=16, image_size=32)
+"""
+
+
+def test_a_regression_names_its_operators_and_the_trace(
+    pytester: pytest.Pytester, one_thread: None
+) -> None:
+    """Saved, the baseline keeps a profile; with three convolutions more the test fails naming
+    a convolution's operator first, in the results file and the Markdown summary too, and the
+    trace it wrote."""
+    pytester.makepyfile(test_net=NET)
+    pytester.makeini("[pytest]\ncnnperf_inprocess = true\ncnnperf_samples = 3\n")
+    pytester.runpytest("--cnnperf", "--cnnperf-save").assert_outcomes(passed=1)
+    (saved,) = (pytester.path / "baselines").glob("*/test_net.json")
+    assert '"profile"' in saved.read_text()
+    (pytester.path / "EXTRA").write_text("1")
+    result = pytester.runpytest(
+        "--cnnperf", "--cnnperf-trace=traces", "--cnnperf-json=r.json", "--cnnperf-markdown=r.md"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*cnnperf: train_step Net bs=16 32x32 opt=sgd regressed (*",
+            "*  operators   aten::conv* a step (*",
+            "*these explain *% of the step's change*",
+            "*  trace       traces/test_net--test_net--train_step%20Net*.pt.trace.json",
+        ]
+    )
+    (trace,) = (pytester.path / "traces").glob("*.pt.trace.json")
+    assert '"traceEvents"' in trace.read_text()
+    data = json.loads((pytester.path / "r.json").read_text())
+    first = data["results"][0]["decision"]["attribution"]["changes"][0]
+    assert "conv" in first["name"]
+    assert (
+        "<details><summary>Which operators changed: <code>test_net</code></summary>"
+        in (pytester.path / "r.md").read_text()
+    )

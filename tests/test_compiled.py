@@ -237,6 +237,7 @@ def tiny(models: pytest.Pytester, dynamo: None) -> pytest.Pytester:
         cnnperf_inprocess = true
         cnnperf_samples = 1
         cnnperf_min_time = 0.05
+        cnnperf_attribution = off
         cnnperf_calibration = false
         cnnperf_peak_tflops = 1
         cnnperf_threshold = 60%
@@ -711,7 +712,9 @@ def test_without_a_cpp_compiler_only_the_compiled_benchmark_fails(
     """inductor builds C++ on the CPU: ``CXX`` set to a missing program, in fresh sample
     processes; the eager benchmark beside it measures normally and no process is left."""
     pytester.makepyfile(models=textwrap.dedent(TINY))
-    pytester.makeini("[pytest]\ncnnperf_samples = 2\ncnnperf_min_time = 0.05\n")
+    pytester.makeini(
+        "[pytest]\ncnnperf_samples = 2\ncnnperf_min_time = 0.05\ncnnperf_attribution = off\n"
+    )
     pytester.makepyfile(
         test_bench="""
         from models import Tiny
@@ -750,6 +753,7 @@ def test_sample_processes_share_a_cache_the_first_compiles_cold(
         [pytest]
         cnnperf_samples = 2
         cnnperf_min_time = 0.05
+        cnnperf_attribution = off
         """
     )
     pytester.makepyfile(

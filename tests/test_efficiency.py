@@ -697,7 +697,9 @@ def scripted_efficiency(looks: list[int]) -> Scripted:
 @pytest.fixture
 def five_samples(project: pytest.Pytester) -> pytest.Pytester:
     """Five samples a look: the scripted spread's median is its step time."""
-    project.makeini("[pytest]\ncnnperf_samples = 5\ncnnperf_calibration = false\n")
+    project.makeini(
+        "[pytest]\ncnnperf_samples = 5\ncnnperf_calibration = false\ncnnperf_attribution = off\n"
+    )
     project.makepyfile(test_net=BENCH)
     return project
 
@@ -767,6 +769,7 @@ def test_a_run_reports_flops_and_utilisation_against_the_stated_peak(
         cnnperf_inprocess = true
         cnnperf_samples = 2
         cnnperf_min_time = 0.05
+        cnnperf_attribution = off
         cnnperf_calibration = false
         cnnperf_peak_tflops = 0.001
         """

@@ -557,7 +557,8 @@ SAMPLE = ["results", 2, "measurement", "samples", 3]
             "file.results[0].decision.reasons[0].kind: 'sunspots' is not one of 'no-baseline', "
             "'machine-drift', 'calibration-changed', 'software-changed', 'disturbed', "
             "'untrustworthy-gpu', 'sampling-changed', 'new-graph-breaks', 'recompiled', "
-            "'slower-compile', 'cuda-graphs-skipped', 'creep', 'not-saved', 'remark'",
+            "'slower-compile', 'cuda-graphs-skipped', 'creep', 'no-profile', 'profile-failed', "
+            "'not-saved', 'remark'",
         ),
         (
             True,

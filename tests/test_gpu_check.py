@@ -58,7 +58,7 @@ def test_the_keys_and_lines_the_cuda_tests_expect_are_a_cuda_runs(
             cnnperf.inference(convnet(), batch_size=32, image_size=32, cuda_graphs=True)
 
         def test_too_big(cnnperf):
-            cnnperf.train_step(nn.Sequential(OutOfMemory()), batch_size=4096, image_size=512)
+            cnnperf.train_step(nn.Sequential(OutOfMemory()), batch_size=1, image_size=512)
         """
     )
     result = pytester.runpytest("--cnnperf", "--cnnperf-inprocess", "-p", "no:randomly")

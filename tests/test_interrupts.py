@@ -27,6 +27,7 @@ INI = """
 [pytest]
 cnnperf_samples = 2
 cnnperf_min_time = 0.02
+cnnperf_attribution = off
 cnnperf_calibration = false
 cnnperf_sample_timeout = 600
 """

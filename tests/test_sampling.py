@@ -18,6 +18,7 @@ INI = """
 [pytest]
 cnnperf_samples = 3
 cnnperf_min_time = 0.02
+cnnperf_attribution = off
 cnnperf_calibration = false
 cnnperf_peak_tflops = 1
 cnnperf_sample_timeout = 20

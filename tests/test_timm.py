@@ -15,6 +15,7 @@ import types
 from typing import Any
 
 import pytest
+from scripted import Scripted
 
 from pytest_cnnperf.models import ModelFactory, ModelRegistry
 
@@ -103,7 +104,7 @@ def test_torchvision_models_keep_their_names() -> None:
 
 
 def test_timm_models_of_one_class_read_their_architectures_in_the_report(
-    project: pytest.Pytester,
+    project: pytest.Pytester, scripted: Scripted
 ) -> None:
     """timm's ResNet-18 and ResNet-50 are both a ``ResNet``: each reads its own name, and trains
     at its configured input size."""
@@ -129,7 +130,7 @@ def test_timm_models_of_one_class_read_their_architectures_in_the_report(
             assert b.key == "train_step timm/resnet50 bs=2 16x12 opt=sgd"
         """
     )
-    project.runpytest_subprocess("--cnnperf").assert_outcomes(passed=1)
+    project.runpytest("--cnnperf", plugins=[scripted]).assert_outcomes(passed=1)
 
 
 def test_the_factory_builds_timm_models_with_random_weights(fake_timm: FakeTimm) -> None:
@@ -191,9 +192,12 @@ def test_without_timm_the_message_says_to_install_it() -> None:
     assert factory.image_size("resnet18") == (224, 224)
 
 
-def test_real_timm_models_are_saved_under_their_names(project: pytest.Pytester) -> None:
-    """Real timm (needs ``pip install timm``): a factory-built ResNet-18 and a ConvNeXt-atto
-    from ``timm.create_model``, saved under their names."""
+def test_real_timm_models_are_saved_under_their_names(
+    project: pytest.Pytester, scripted: Scripted
+) -> None:
+    """Real timm (needs ``pip install timm``; imported here first, as its C extensions cannot
+    be imported again in the inner run): a factory-built ResNet-18 and a ConvNeXt-atto from
+    ``timm.create_model``, saved under their names (their samples scripted)."""
     pytest.importorskip("timm")
     project.makepyfile(
         test_zoo="""
@@ -208,7 +212,7 @@ def test_real_timm_models_are_saved_under_their_names(project: pytest.Pytester) 
                 cnnperf.train_step(model, batch_size=2, image_size=32)
         """
     )
-    result = project.runpytest_subprocess("--cnnperf", "--cnnperf-save", "--cnnperf-samples=2")
+    result = project.runpytest("--cnnperf", "--cnnperf-save", plugins=[scripted])
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [

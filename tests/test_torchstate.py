@@ -148,6 +148,7 @@ def test_settings_changed_in_a_forward_do_not_reach_later_tests(
     # one sample, and a stated peak: none is measured in the benchmark's first sample
     pytester.makeini(
         "[pytest]\ncnnperf_samples = 1\ncnnperf_min_time = 0.01\ncnnperf_peak_tflops = 1\n"
+        "cnnperf_attribution = off\n"
     )
     pytester.makepyfile(
         """

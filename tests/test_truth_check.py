@@ -309,6 +309,7 @@ def test_the_memory_lines_two_sides_are_measured_alike(
     workload = SimpleNamespace(
         settle=logged("settle"),
         phases=[("forward", logged("step")), ("backward", logged("backward"))],
+        state_bytes=None,
     )
     memory.cuda_peak(workload, torch.device("cuda"), steps)  # type: ignore[arg-type]
     cnnperf_side = [e for e in measured() if e != "backward"]

@@ -27,12 +27,12 @@ from .workload import Workload
 
 #: steps profiled (after one unprofiled step that settles the profiler's own allocations)
 STEPS = 8
-#: the operators kept: those that together take this share of the operators' time (at most
-#: TIME_ROWS of them; the small ones too, as they show how much all the operators changed
-#: alike), and of what they allocate (at most MEMORY_ROWS more)
-COVERAGE = 0.99
+#: the operators kept: the TIME_ROWS that take most time (the small ones too, which show how
+#: much all the operators changed alike: a step's operators rarely number more), and the
+#: operators that together allocate COVERAGE of what is allocated, at most MEMORY_ROWS more
 TIME_ROWS = 40
 MEMORY_ROWS = 6
+COVERAGE = 0.95
 
 _STEP = "cnnperf::profiled-step"
 _MODULE = "cnnperf::module:"
@@ -111,7 +111,7 @@ def summarise(events: Any, cuda: bool) -> Profile:
         )
         for name, times in seconds.items()
     ]
-    kept = _top(rows, lambda o: o.seconds, TIME_ROWS)
+    kept = sorted(rows, key=lambda o: o.seconds, reverse=True)[:TIME_ROWS]
     kept += [o for o in _top(rows, lambda o: o.allocated_bytes, MEMORY_ROWS) if o not in kept]
     kept.sort(key=lambda o: o.seconds, reverse=True)
     step_s = min((end - start) / 1e6 for start, end in steps)
@@ -120,7 +120,7 @@ def summarise(events: Any, cuda: bool) -> Profile:
         steps=count,
         step_s=step_s,
         operators=tuple(kept),
-        other_s=sum(o.seconds for o in rows) - sum(o.seconds for o in kept),
+        other_s=max(0.0, sum(o.seconds for o in rows) - sum(o.seconds for o in kept)),
         rest=tuple(sorted(o.name for o in rows if o not in kept)),
     )
 
