@@ -33,7 +33,8 @@ def attribute(before: Profile, after: Profile, memory: bool = False) -> Attribut
     """What changed from ``before`` (the baseline's profile) to ``after``; ``memory``: the peak
     memory changed too, so name the operators whose allocations grew."""
     alike = _alike(before, after)
-    step_change = after.step_s - before.step_s
+    # the step's change beyond what the operators' common change (the machine's) explains
+    step_change = after.step_s - alike * before.step_s
     floor = LEAST_SHARE * before.step_s
     names = dict.fromkeys([o.name for o in before.operators] + [o.name for o in after.operators])
     changes = []
@@ -54,11 +55,13 @@ def attribute(before: Profile, after: Profile, memory: bool = False) -> Attribut
                 module=either.module if either else None,
             )
         )
-    changes.sort(key=lambda c: abs(c.change_s), reverse=True)
     if abs(step_change) > floor:
-        changes = [_with_share(c, step_change) for c in changes]
+        changes = [_with_share(c, _beyond(c, alike) / step_change) for c in changes]
         changes = [c for c in changes if c.share is not None and c.share >= LEAST_PART]
-    explained = sum(c.change_s for c in changes) / step_change if changes and step_change else 0.0
+    changes.sort(key=lambda c: abs(_beyond(c, alike)), reverse=True)
+    explained = (
+        sum(_beyond(c, alike) for c in changes) / step_change if changes and step_change else 0.0
+    )
     return Attribution(
         step_change_s=step_change,
         changes=tuple(changes),
@@ -86,8 +89,13 @@ def _stands_out(
     return alone is not None and alone.seconds > max(noise_factor * alone.spread, floor)
 
 
-def _with_share(change: OperatorChange, step_change: float) -> OperatorChange:
-    return dataclasses.replace(change, share=change.change_s / step_change)
+def _beyond(change: OperatorChange, alike: float) -> float:
+    """An operator's change beyond the operators' common change."""
+    return (change.after_s or 0.0) - alike * (change.before_s or 0.0)
+
+
+def _with_share(change: OperatorChange, share: float) -> OperatorChange:
+    return dataclasses.replace(change, share=share)
 
 
 def _alike(before: Profile, after: Profile) -> float:

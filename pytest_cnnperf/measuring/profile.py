@@ -4,11 +4,10 @@ The operators are those the model, the loss, the optimizer and the autograd engi
 (``aten::conv2d``, ``aten::convolution_backward``), the operators they call in turn counted in them.
 Each one's time per step is its CPU time or, on CUDA, the device time of the kernels it launched
 (CUPTI), in its fastest profiled step (something else running on the machine only ever slows an
-operator down); its spread is how far that can be off (the fastest of the first half of the steps
-against the fastest of the second), which is what a later comparison must stand out of. Forward
-hooks open a ``record_function`` range per module, so that a forward operator is named with the
-module that ran it (``layer4.1.conv2``); compiled models are left unhooked, as hooks would make them
-recompile.
+operator down); its spread is how far that can be off (its gap to the next fastest step), which
+is what a later comparison must stand out of. Forward hooks open a ``record_function`` range per
+module, so that a forward operator is named with the module that ran it (``layer4.1.conv2``);
+compiled models are left unhooked, as hooks would make them recompile.
 """
 
 from __future__ import annotations
@@ -126,10 +125,10 @@ def summarise(events: Any, cuda: bool) -> Profile:
 
 
 def _noise(times: list[float]) -> float:
-    """How far the fastest step's time can be off: the fastest of the first half of the steps
-    against the fastest of the second."""
-    half = len(times) // 2
-    return abs(min(times[:half]) - min(times[half:])) if half else 0.0
+    """How far the fastest step's time can be off: its gap to the next fastest (large only when
+    something else ran in all the steps but one)."""
+    fastest = sorted(times)[:2]
+    return fastest[-1] - fastest[0]
 
 
 def _top(rows: list[OperatorTime], size: Any, most: int) -> list[OperatorTime]:

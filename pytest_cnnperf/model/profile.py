@@ -107,7 +107,8 @@ class OperatorChange:
     #: its time per step before and after; ``None``: it did not run on that side
     before_s: NonNegative | None
     after_s: NonNegative | None
-    #: its share of the whole step's change (``None`` where the step did not change)
+    #: its share of the step's change, both beyond the operators' common change (``None`` where
+    #: the step did not change)
     share: float | None = None
     #: it did not run at all on the baseline's side, or on the current one
     new: bool = False
@@ -149,7 +150,8 @@ class Attribution:
     """Which operators account for a benchmark's change, from its baseline's profile and its
     own."""
 
-    #: the profiled step's change, seconds per step (positive: slower)
+    #: the profiled step's change beyond the operators' common change (the machine's), seconds
+    #: per step (positive: slower)
     step_change_s: float
     #: the changes that stand out of the noise, largest first
     changes: tuple[OperatorChange, ...]
