@@ -192,7 +192,7 @@ class Net(nn.Module):
 
 def workload(change: str | None) -> Workload:
     torch.manual_seed(0)
-    spec = TrainSpec(batch_size=32, image_size=(32, 32))
+    spec = TrainSpec(batch_size=16, image_size=(32, 32))
     return build_train(Net(change), spec, torch.device("cpu"))
 
 
@@ -296,7 +296,9 @@ def test_a_regression_names_its_operators_and_the_trace(
     a convolution's operator first, in the results file and the Markdown summary too, and the
     trace it wrote."""
     pytester.makepyfile(test_net=NET)
-    pytester.makeini("[pytest]\ncnnperf_inprocess = true\ncnnperf_samples = 3\n")
+    pytester.makeini(
+        "[pytest]\ncnnperf_inprocess = true\ncnnperf_samples = 2\ncnnperf_min_time = 0.05\n"
+    )
     pytester.runpytest("--cnnperf", "--cnnperf-save").assert_outcomes(passed=1)
     (saved,) = (pytester.path / "baselines").glob("*/test_net.json")
     assert '"profile"' in saved.read_text()

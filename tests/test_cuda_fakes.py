@@ -460,7 +460,10 @@ torch.cuda.is_available()
 
 
 @pytest.mark.skipif(not torch.backends.cuda.is_built(), reason="needs a CUDA build of torch")
-@pytest.mark.parametrize("poisoned", [True, False])
+@pytest.mark.parametrize(
+    "poisoned",
+    [True, pytest.param(False, marks=pytest.mark.slow)],  # fresh processes each
+)
 def test_cuda_initialised_before_the_session_is_named_with_the_fix(
     tmp_path: Any, poisoned: bool
 ) -> None:

@@ -67,6 +67,7 @@ def test_the_plugin_keeps_the_heap_of_cpu_runs_and_says_so(pytester: pytest.Pyte
     result.stdout.fnmatch_lines(["cnnperf: glibc heap kept between steps (trim threshold 1 GiB*"])
 
 
+@pytest.mark.slow  # a fresh pytest process, as the test above: the same path, another branch
 def test_a_users_own_threshold_is_left_alone(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
