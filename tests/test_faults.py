@@ -444,7 +444,15 @@ def test_no_message_shows_a_chained_traceback(project: pytest.Pytester) -> None:
         '{"schema": "pytest-cnnperf/baseline", "schema_version": 1, "machine": "m", '
         '"entries": {"test_corrupt": {"k": {"step_time_s": [NaN]}}}}'
     )
-    result = project.runpytest("--cnnperf", "--cnnperf-machine=m", "--cnnperf-json=/proc/x/r.json")
+    result = project.runpytest(
+        "--cnnperf",
+        "--cnnperf-machine=m",
+        "--cnnperf-json=/proc/x/r.json",
+        "-o",
+        "cnnperf_samples=2",
+        "-o",
+        "cnnperf_min_time=0.02",
+    )
     result.assert_outcomes(failed=6, errors=1)
     text = result.stdout.str() + result.stderr.str()
     assert "During handling" not in text

@@ -21,7 +21,7 @@ cnnperf_min_time = 0.02
 cnnperf_attribution = off
 cnnperf_calibration = false
 cnnperf_peak_tflops = 1
-cnnperf_sample_timeout = 8
+cnnperf_sample_timeout = 4
 """
 
 MODELS = """
@@ -122,7 +122,7 @@ def test_every_sample_is_a_fresh_process_and_a_failing_one_fails_only_its_test(
     )
     result.stdout.fnmatch_lines(
         [
-            "*cnnperf: measuring train_step Broken bs=2 8x8 opt=sgd on cpu failed: the sample process took longer than 8 s (cnnperf_sample_timeout) and was killed; if it needs longer, raise cnnperf_sample_timeout in the ini file"
+            "*cnnperf: measuring train_step Broken bs=2 8x8 opt=sgd on cpu failed: the sample process took longer than 4 s (cnnperf_sample_timeout) and was killed; if it needs longer, raise cnnperf_sample_timeout in the ini file"
         ]
     )
     result.stdout.fnmatch_lines(

@@ -138,7 +138,11 @@ def test_torch_state_restores_onednn_the_default_dtype_and_precision() -> None:
     assert (after.mkldnn_enabled, after.default_dtype) == (before.mkldnn_enabled, torch.float32)
 
 
-@pytest.mark.parametrize("where", ["in-process", "sample processes"])
+# the sample processes' run is slow (a fresh pytest process and a zygote); the in-process one
+# checks the same capture of the environment
+@pytest.mark.parametrize(
+    "where", ["in-process", pytest.param("sample processes", marks=pytest.mark.slow)]
+)
 def test_settings_changed_in_a_forward_do_not_reach_later_tests(
     pytester: pytest.Pytester, where: str
 ) -> None:
