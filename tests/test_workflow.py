@@ -55,7 +55,10 @@ def test_a_real_slowdown_fails_the_test_that_slowed_and_the_other_passes(
 ) -> None:
     """The workflow end to end with real timing: the sleepy model's baselines are saved, then
     its sleep is tripled in one test; that test regresses, the unchanged one passes."""
-    project.makeini(project.path.joinpath("tox.ini").read_text().replace("0.1", "0.05"))
+    ini = project.path.joinpath("tox.ini").read_text()
+    project.makeini(
+        ini.replace("min_time = 0.1", "min_time = 0.05").replace("samples = 4", "samples = 3")
+    )
     save(project)
     inject("SLOWDOWN-a")
     result = project.runpytest("--cnnperf")
