@@ -31,7 +31,7 @@ from .sampling.manager import Sampler, Target
 from .sampling.messages import BenchmarkError, Site, TakenSample
 from .session import Session
 from .store.baseline import BaselineFileError, BaselineSaveError
-from .store.locations import Location, safe_name
+from .store.locations import Location, readable_name
 
 T = TypeVar("T")
 #: samples of a benchmark that profile its operators (the first ones)
@@ -378,9 +378,8 @@ class CnnPerf:
         if folder is None:
             return None
         location = self._location
-        name = "--".join(
-            safe_name(part) for part in (location.module.replace("/", "."), location.test, key)
-        )
+        parts = (location.module.replace("/", "."), location.test, key)
+        name = "--".join(readable_name(part) for part in parts)
         return str(folder / f"{name}.pt.trace.json")
 
     def _reference(self, result: Result) -> _Reference:

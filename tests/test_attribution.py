@@ -22,7 +22,8 @@ from pytest_cnnperf.gate.attribute import attribute
 from pytest_cnnperf.measuring.profile import MEMORY_ROWS, TIME_ROWS, profile_steps
 from pytest_cnnperf.measuring.timing import CpuClock
 from pytest_cnnperf.measuring.workload import TrainSpec, Workload, build_train
-from pytest_cnnperf.model import OperatorTime, Profile
+from pytest_cnnperf.model import OperatorChange, OperatorTime, Profile
+from pytest_cnnperf.store.locations import readable_name
 
 MS = 1e-3
 
@@ -66,6 +67,23 @@ def test_a_slower_operator_is_named_with_its_share_of_the_change() -> None:
         "aten::addmm +3.0 ms a step (1.0 ms -> 4.0 ms, 100% of the change)",
         "these explain 100% of the step's change",
     ]
+
+
+def test_an_operator_is_named_with_the_module_that_ran_it() -> None:
+    change = OperatorChange("aten::conv2d", 0.0274, 0.095, module="layer4.1.conv2", share=0.35)
+    assert change.text() == (
+        "aten::conv2d +67.6 ms a step (27.4 ms -> 95.0 ms, 35% of the change), "
+        "in module layer4.1.conv2"
+    )
+
+
+def test_a_trace_is_named_after_its_module_test_and_key_readably() -> None:
+    assert readable_name("train_step ResNet bs=64 224x224 opt=sgd") == (
+        "train_step_ResNet_bs=64_224x224_opt=sgd"
+    )
+    assert readable_name("test_resnet[cuda:0-64]") == "test_resnet[cuda_0-64]"
+    assert readable_name("..hidden/x.") == "_hidden_x_"
+    assert readable_name("") == "_"
 
 
 def test_new_and_gone_operators_are_named_as_such_in_the_changes_direction() -> None:
@@ -140,7 +158,7 @@ def test_allocations_that_grew_are_named_on_a_memory_change_only() -> None:
     assert attribute(rows(0), rows(16 << 20)).allocations == ()
     found = attribute(rows(0), rows(16 << 20), memory=True)
     assert [c.text() for c in found.allocations] == [
-        "aten::conv2d allocates 16.0 MiB more a step (2.0 MiB -> 18.0 MiB), in extra"
+        "aten::conv2d allocates 16.0 MiB more a step (2.0 MiB -> 18.0 MiB), in module extra"
     ]
 
 
@@ -312,7 +330,7 @@ def test_a_regression_names_its_operators_and_the_trace(
             "*cnnperf: train_step Net bs=16 32x32 opt=sgd regressed (*",
             "*  operators   aten::conv* a step (*",
             "*these explain *% of the step's change*",
-            "*  trace       traces/test_net--test_net--train_step%20Net*.pt.trace.json",
+            "*  trace       traces/test_net--test_net--train_step_Net_bs=16_32x32_opt=sgd.pt.trace.json",
         ]
     )
     (trace,) = (pytester.path / "traces").glob("*.pt.trace.json")

@@ -123,8 +123,8 @@ class OperatorChange:
         return (self.after_s or 0.0) - (self.before_s or 0.0)
 
     def text(self) -> str:
-        """``aten::addmm +3.10 ms a step (1.20 ms -> 4.30 ms, 72% of the change), in fc``."""
-        where = f", in {self.module}" if self.module else ""
+        """``aten::addmm +3.10 ms a step (1.20 ms -> 4.30 ms, 72% of the change), in module fc``."""
+        where = f", in module {self.module}" if self.module else ""
         if self.before_bytes is not None or self.after_bytes is not None:
             before, after = self.before_bytes or 0, self.after_bytes or 0
             return (

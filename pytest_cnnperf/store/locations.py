@@ -8,6 +8,7 @@ or its dotted module name for a file outside the rootdir (an installed package r
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,14 @@ def safe_name(part: str) -> str:
     trail = len(part) - lead - len(stripped)
     body = "".join(c if c in _SAFE else "".join(f"%{b:02X}" for b in c.encode()) for c in stripped)
     return "%2E" * lead + body + "%2E" * trail or "%"
+
+
+def readable_name(part: str) -> str:
+    """A file name part for people to open (a trace): every run of characters outside
+    ``[A-Za-z0-9._=+,[]-]`` becomes ``_``, as do leading and trailing dots
+    (``train_step ResNet bs=64 224x224`` is ``train_step_ResNet_bs=64_224x224``)."""
+    name = re.sub(r"[^A-Za-z0-9._=+,\[\]-]+", "_", part)
+    return re.sub(r"^\.+|\.+$", "_", name) or "_"
 
 
 def module_key(parts: Iterable[str]) -> str:
