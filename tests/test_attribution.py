@@ -22,7 +22,7 @@ from pytest_cnnperf.gate.attribute import attribute
 from pytest_cnnperf.measuring.profile import MEMORY_ROWS, TIME_ROWS, profile_steps
 from pytest_cnnperf.measuring.timing import CpuClock
 from pytest_cnnperf.measuring.workload import TrainSpec, Workload, build_train
-from pytest_cnnperf.model import OperatorChange, OperatorTime, Profile
+from pytest_cnnperf.model import MemoryPeak, OperatorChange, OperatorTime, PeakParts, Profile
 from pytest_cnnperf.store.locations import readable_name
 
 MS = 1e-3
@@ -160,6 +160,26 @@ def test_allocations_that_grew_are_named_on_a_memory_change_only() -> None:
     assert [c.text() for c in found.allocations] == [
         "aten::conv2d allocates 16.0 MiB more a step (2.0 MiB -> 18.0 MiB), in module extra"
     ]
+
+
+def test_a_memory_change_says_what_the_peak_holds_and_which_part_grew() -> None:
+    """The peak's breakdown, from the memory passes: here the optimizer's state appeared (SGD
+    to Adam: two moments per weight) and the activations grew."""
+    mib = 1 << 20
+    weights = MemoryPeak(100 * mib, None, "test", None, 40 * mib, 40 * mib, 0)
+    adam = MemoryPeak(220 * mib, None, "test", None, 40 * mib, 40 * mib, 80 * mib)
+    assert (weights.parts, adam.parts) == (
+        PeakParts(40 * mib, 40 * mib, 0, 20 * mib),
+        PeakParts(40 * mib, 40 * mib, 80 * mib, 60 * mib),
+    )
+    assert MemoryPeak(100 * mib, None, "older file").parts is None
+    same = profile(*BASE)
+    found = attribute(same, same, memory=True, peaks=(weights.parts, adam.parts))
+    assert found.lines()[-1] == (
+        "the peak holds parameters 40.0 MiB, gradients 40.0 MiB, optimizer state 80.0 MiB "
+        "(+80.0 MiB), the rest 60.0 MiB (+40.0 MiB)"
+    )
+    assert attribute(same, same, peaks=(weights.parts, adam.parts)).peak_after is None
 
 
 def test_merged_profiles_keep_the_fastest_process_and_spread_as_they_did() -> None:

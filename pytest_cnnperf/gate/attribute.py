@@ -15,7 +15,7 @@ import dataclasses
 import math
 import statistics
 
-from ..model.profile import Attribution, OperatorChange, OperatorTime, Profile
+from ..model.profile import Attribution, OperatorChange, OperatorTime, PeakParts, Profile
 
 #: how far beyond its noise an operator's change must go to be named
 NOISE_FACTOR = 2.0
@@ -29,9 +29,15 @@ LEAST_BYTES = 1 << 20
 LEAST_GROWTH = 0.05
 
 
-def attribute(before: Profile, after: Profile, memory: bool = False) -> Attribution:
+def attribute(
+    before: Profile,
+    after: Profile,
+    memory: bool = False,
+    peaks: tuple[PeakParts | None, PeakParts | None] = (None, None),
+) -> Attribution:
     """What changed from ``before`` (the baseline's profile) to ``after``; ``memory``: the peak
-    memory changed too, so name the operators whose allocations grew."""
+    memory changed too, so name the operators whose allocations grew and say what the ``peaks``
+    (the baseline's and the current one's) hold."""
     alike = _alike(before, after)
     # the step's change beyond what the operators' common change (the machine's) explains
     step_change = after.step_s - alike * before.step_s
@@ -68,6 +74,8 @@ def attribute(before: Profile, after: Profile, memory: bool = False) -> Attribut
         explained=explained,
         alike=alike,
         allocations=tuple(_allocations(before, after)) if memory else (),
+        peak_before=peaks[0] if memory else None,
+        peak_after=peaks[1] if memory else None,
     )
 
 

@@ -409,7 +409,8 @@ def _attribution(
         return None, ProfileFailed(error) if error else None
     if baseline.profile is None:
         return None, NoProfile()
-    return attribute(baseline.profile, measurement.profile, memory), None
+    peaks = (baseline.peak_parts, measurement.peak_parts)
+    return attribute(baseline.profile, measurement.profile, memory, peaks), None
 
 
 def wants_more_samples(decision: Decision) -> bool:

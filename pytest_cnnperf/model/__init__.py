@@ -28,7 +28,7 @@ from .decision import (
     UntrustworthyGpu,
     Verdict,
 )
-from .profile import Attribution, OperatorChange, OperatorTime, Profile
+from .profile import Attribution, OperatorChange, OperatorTime, PeakParts, Profile
 from .result import Headline, Result, ResultsFile
 from .sample import (
     Compilation,
@@ -74,6 +74,7 @@ __all__ = [
     "OperatorTime",
     "OptionValue",
     "Peak",
+    "PeakParts",
     "Profile",
     "ProfileFailed",
     "Reason",

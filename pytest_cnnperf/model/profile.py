@@ -146,6 +146,36 @@ class OperatorChange:
 
 
 @dataclass(frozen=True)
+class PeakParts:
+    """What a step's peak memory holds: the weights, their gradients, the optimizer's state, and
+    the rest (activations, workspaces, the batch)."""
+
+    #: the weights (and buffers) of the model
+    parameters_bytes: Bytes
+    #: their gradients
+    gradients_bytes: Bytes
+    #: the optimizer's state (momentum, Adam's moments)
+    optimizer_bytes: Bytes
+    #: the peak less the three above
+    rest_bytes: Bytes
+
+    def text(self, before: PeakParts | None = None) -> str:
+        """``parameters 44.7 MiB, gradients 44.7 MiB (+44.7 MiB), ...``: each part, and its
+        change from ``before`` where it changed."""
+        names = ("parameters", "gradients", "optimizer state", "the rest")
+        parts = []
+        for i, (name, now) in enumerate(zip(names, self.values(), strict=True)):
+            grew = now - before.values()[i] if before else 0
+            sign = "+" if grew > 0 else "-"
+            change = f" ({sign}{units.nbytes(abs(grew))})" if grew else ""
+            parts.append(f"{name} {units.nbytes(now)}{change}")
+        return ", ".join(parts)
+
+    def values(self) -> tuple[int, int, int, int]:
+        return (self.parameters_bytes, self.gradients_bytes, self.optimizer_bytes, self.rest_bytes)
+
+
+@dataclass(frozen=True)
 class Attribution:
     """Which operators account for a benchmark's change, from its baseline's profile and its
     own."""
@@ -163,6 +193,10 @@ class Attribution:
     allocations: tuple[OperatorChange, ...] = ()
     #: where the trace of the current profile was written (``--cnnperf-trace``)
     trace: str | None = None
+    #: on a memory change, what the baseline's peak holds (``None`` where it has no breakdown)
+    peak_before: PeakParts | None = None
+    #: and what the current peak holds
+    peak_after: PeakParts | None = None
 
     @property
     def found(self) -> bool:
@@ -184,4 +218,6 @@ class Attribution:
                 + (f"; {more} more in the results file" if more > 0 else "")
             )
         lines += [c.text() for c in self.allocations[:limit]]
+        if self.peak_after is not None:
+            lines.append(f"the peak holds {self.peak_after.text(self.peak_before)}")
         return lines

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated
 
-from .profile import Profile
+from .profile import PeakParts, Profile
 from .values import NONEMPTY, Bytes, Count, NonNegative, Positive, PositiveInt, Seconds
 
 
@@ -77,6 +77,16 @@ class MemoryPeak:
         if any(p is None for p in parts):
             return None
         return max(0, self.allocated_bytes - sum(p or 0 for p in parts))
+
+    @property
+    def parts(self) -> PeakParts | None:
+        """The breakdown, where the pass recorded one."""
+        rest = self.rest_bytes
+        if rest is None:
+            return None
+        return PeakParts(
+            self.parameters_bytes or 0, self.gradients_bytes or 0, self.optimizer_bytes or 0, rest
+        )
 
 
 @dataclass(frozen=True)
@@ -496,6 +506,11 @@ class Measurement:
             (s.memory for s in self.samples if s.memory), key=lambda m: m.allocated_bytes
         )
         return peaks[(len(peaks) - 1) // 2] if peaks else None
+
+    @property
+    def peak_parts(self) -> PeakParts | None:
+        """What the median peak holds, where its pass recorded that."""
+        return self.memory.parts if self.memory else None
 
     @property
     def scaling_efficiency(self) -> float | None:

@@ -137,7 +137,8 @@ def pair(old: Result, new: Result, settings: GateSettings) -> Pair:
     if verdict in (Verdict.REGRESSED, Verdict.IMPROVED) and before.profile and after.profile:
         # as the verdicts, without allowing for the machine's speed: the environments differ
         grew = memory is not None and memory.verdict in (Verdict.REGRESSED, Verdict.IMPROVED)
-        attribution = attribute(before.profile, after.profile, memory=grew)
+        peaks = (before.peak_parts, after.peak_parts)
+        attribution = attribute(before.profile, after.profile, grew, peaks)
     return Pair(old, new, throughput, memory, verdict, attribution)
 
 
