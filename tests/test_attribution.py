@@ -8,18 +8,22 @@ right operator named first; the same code with slower steps outside any operator
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 import time
 from collections.abc import Callable
+from types import SimpleNamespace
 
+import factories
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.autograd import DeviceType
 
 from pytest_cnnperf.gate.attribute import attribute
-from pytest_cnnperf.measuring.profile import MEMORY_ROWS, TIME_ROWS, profile_steps
+from pytest_cnnperf.measuring.profile import MEMORY_ROWS, TIME_ROWS, profile_steps, summarise
 from pytest_cnnperf.measuring.timing import CpuClock
 from pytest_cnnperf.measuring.workload import TrainSpec, Workload, build_train
 from pytest_cnnperf.model import MemoryPeak, OperatorChange, OperatorTime, PeakParts, Profile
@@ -182,6 +186,73 @@ def test_a_memory_change_says_what_the_peak_holds_and_which_part_grew() -> None:
     assert attribute(same, same, peaks=(weights.parts, adam.parts)).peak_after is None
 
 
+def test_a_baseline_entry_keeps_its_samples_profiles_merged_into_one() -> None:
+    runs = [profile(("aten::addmm", ms), spread=0.0) for ms in (1.2, 1.0, 3.0)]
+    measured = factories.result([0.01] * 4)
+    samples = measured.measured.samples
+    with_profiles = dataclasses.replace(
+        measured.measured,
+        samples=(
+            *(dataclasses.replace(s, profile=p) for s, p in zip(samples[:3], runs, strict=True)),
+            samples[3],
+        ),
+    )
+    baseline = dataclasses.replace(measured, measurement=with_profiles).as_baseline().measured
+    assert [s.profile for s in baseline.samples] == [with_profiles.profile, None, None, None]
+    assert baseline.profile == with_profiles.profile
+
+
+def event(
+    name: str,
+    start: float,
+    end: float,
+    parent: SimpleNamespace | None = None,
+    device: DeviceType = DeviceType.CPU,
+    device_us: float = 0.0,
+) -> SimpleNamespace:
+    """A profiler event as ``prof.events()`` lists it (times in microseconds)."""
+    return SimpleNamespace(
+        name=name,
+        time_range=SimpleNamespace(start=start, end=end),
+        device_type=device,
+        is_async=False,
+        cpu_parent=parent,
+        cpu_time_total=end - start,
+        device_time_total=device_us,
+        cpu_memory_usage=0,
+        device_memory_usage=0,
+    )
+
+
+def test_a_cuda_profile_counts_each_operators_kernels_once_in_the_hosts_steps() -> None:
+    """On CUDA the profiler also lists the kernels and a device-side copy of each range: the
+    steps are the host's, and a kernel's time counts in the operator that launched it only."""
+    cuda = DeviceType.CUDA
+    events = []
+    for start, kernel_us in ((0, 500), (1000, 600)):
+        events.append(event("cnnperf::profiled-step", start, start + 1000))
+        events.append(event("cnnperf::profiled-step", start + 100, start + 1100, device=cuda))
+        conv = event("aten::conv2d", start + 10, start + 50, device_us=kernel_us)
+        events.append(conv)
+        events.append(
+            event("aten::cudnn_convolution", start + 20, start + 40, conv, device_us=kernel_us)
+        )
+        events.append(
+            event(
+                "void at::native::conv_kernel<float>",
+                start + 60,
+                start + 60 + kernel_us,
+                device=cuda,
+                device_us=kernel_us,
+            )
+        )
+    found = summarise(events, cuda=True)
+    assert (found.clock, found.steps, found.step_s) == ("cuda", 2, pytest.approx(1e-3))
+    (conv,) = found.operators
+    assert (conv.name, conv.calls) == ("aten::conv2d", 1)
+    assert (conv.seconds, conv.spread) == (pytest.approx(500e-6), pytest.approx(100e-6))
+
+
 def test_merged_profiles_keep_the_fastest_process_and_spread_as_they_did() -> None:
     runs = [profile(("aten::addmm", ms), spread=0.0) for ms in (1.2, 1.0, 3.0)]
     merged = Profile.merged(runs)
@@ -253,8 +324,15 @@ CHANGES = (None, "convolution", "memory format", "cast", "linear", "upsampling",
 
 @pytest.fixture(scope="module")
 def profiles() -> dict[str | None, Profile]:
-    """The unchanged net's profile and each changed one's, taken in turn."""
-    return dict(zip(CHANGES, profiled(*CHANGES), strict=True))
+    """The unchanged net's profile and each changed one's, taken in turn, on one thread: on a
+    busy machine a 2-thread operator waits for a thread that is not running, and parallel
+    operators slow down far more than the others (a machine that varies by operator)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return dict(zip(CHANGES, profiled(*CHANGES), strict=True))
+    finally:
+        torch.set_num_threads(threads)
 
 
 @pytest.mark.parametrize(

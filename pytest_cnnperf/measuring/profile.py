@@ -75,6 +75,11 @@ def profile_steps(
 
 def summarise(events: Any, cuda: bool) -> Profile:
     """A profile of the operators in ``events`` (the profiler's), grouped into its steps."""
+    from torch.autograd import DeviceType
+
+    # the host's events: on CUDA the list also holds the kernels and a device-side copy of each
+    # range, whose times are already counted in the operators that launched them
+    events = [e for e in events if e.device_type == DeviceType.CPU and not e.is_async]
     steps = sorted((e.time_range.start, e.time_range.end) for e in events if e.name == _STEP)
     if not steps:
         raise ProfileFailed("the profiler recorded none of the profiled steps")

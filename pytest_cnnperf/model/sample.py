@@ -319,8 +319,17 @@ class Measurement:
     unit: str = "images"
 
     def without_steps(self) -> Measurement:
-        """The measurement as a baseline keeps it: its samples without their steps."""
-        return dataclasses.replace(self, samples=tuple(s.without_steps() for s in self.samples))
+        """The measurement as a baseline keeps it: its samples without their steps, and their
+        operator profiles merged into one, kept by the first sample that took one (a baseline
+        entry grows by one profile, not one a profiled sample)."""
+        samples = [s.without_steps() for s in self.samples]
+        merged = self.profile
+        profiled = [i for i, s in enumerate(samples) if s.profile is not None]
+        for i in profiled:
+            samples[i] = dataclasses.replace(
+                samples[i], profile=merged if i == profiled[0] else None
+            )
+        return dataclasses.replace(self, samples=tuple(samples))
 
     @property
     def step_times(self) -> tuple[float, ...]:
