@@ -99,6 +99,19 @@ def pytest_configure(config: pytest.Config) -> None:
             f"the baselines folder (--cnnperf-baselines, or the cnnperf_baselines ini setting): "
             f"{problem}; name a folder, or leave the setting out for baselines/ under the rootdir"
         )
+    trace = session.settings[settings.TRACE]
+    if trace is not None:
+        problem = folder_problem(trace)
+        if problem:
+            raise pytest.UsageError(
+                f"the trace folder (--cnnperf-trace): {problem}; name a folder for the traces"
+            )
+        if session.settings[settings.ATTRIBUTION] == "off":
+            raise pytest.UsageError(
+                f"--cnnperf-trace={trace} writes the profiled steps, but "
+                "--cnnperf-attribution=off (or cnnperf_attribution = off) takes no profile; "
+                "leave one of them out"
+            )
     if session.history_target is not None:
         from .history.record import HistoryLink
 

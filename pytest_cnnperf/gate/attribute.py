@@ -24,6 +24,9 @@ LEAST_SHARE = 0.02
 #: and the least share of the step's change it must account for, in the change's direction: a
 #: change spread thin over many operators is the machine's, not one operator's
 LEAST_PART = 0.05
+#: the operators listed in both profiles it takes to tell the machine's change from the code's:
+#: with fewer, the operators' common change is taken as none
+LEAST_VOTERS = 5
 #: an allocation change worth naming: this many bytes a step, and this share of what it was
 LEAST_BYTES = 1 << 20
 LEAST_GROWTH = 0.05
@@ -61,13 +64,13 @@ def attribute(
                 module=either.module if either else None,
             )
         )
+    explained = None
     if abs(step_change) > floor:
         changes = [_with_share(c, _beyond(c, alike) / step_change) for c in changes]
         changes = [c for c in changes if c.share is not None and c.share >= LEAST_PART]
+        explained = sum(_beyond(c, alike) for c in changes) / step_change if changes else 0.0
+    # (a step that did not change: the operators that moved either way, which cancel out)
     changes.sort(key=lambda c: abs(_beyond(c, alike)), reverse=True)
-    explained = (
-        sum(_beyond(c, alike) for c in changes) / step_change if changes and step_change else 0.0
-    )
     return Attribution(
         step_change_s=step_change,
         changes=tuple(changes),
@@ -108,13 +111,13 @@ def _with_share(change: OperatorChange, share: float) -> OperatorChange:
 
 def _alike(before: Profile, after: Profile) -> float:
     """How much the operators' times changed alike: the median of the time ratios of the
-    operators both profiles list, each one vote (1 when there are none)."""
+    operators both profiles list, each one vote (1 when fewer than :data:`LEAST_VOTERS` do)."""
     ratios = [
         new.seconds / old.seconds
         for old in before.operators
         if old.seconds > 0 and (new := after.operator(old.name)) is not None
     ]
-    return statistics.median(ratios) if ratios else 1.0
+    return statistics.median(ratios) if len(ratios) >= LEAST_VOTERS else 1.0
 
 
 def _allocations(before: Profile, after: Profile) -> list[OperatorChange]:

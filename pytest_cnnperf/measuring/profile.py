@@ -65,24 +65,32 @@ def profile_steps(
                 with record_function(_STEP):
                     run_step(workload.phases, clock)
                     clock.sync()
-        if trace:
-            os.makedirs(os.path.dirname(trace) or ".", exist_ok=True)
-            prof.export_chrome_trace(trace)
-        return summarise(prof.events(), cuda)
+        found = summarise(prof.events(), cuda)
+    except ProfileFailed:
+        raise
     except Exception as exc:  # the profiler's own failures come in many types
         raise ProfileFailed(f"{type(exc).__name__}: {exc}".splitlines()[0]) from exc
+    if trace:
+        try:
+            os.makedirs(os.path.dirname(trace) or ".", exist_ok=True)
+            prof.export_chrome_trace(trace)
+        except OSError as exc:
+            raise ProfileFailed(f"the trace could not be written to {trace}: {exc}") from exc
+    return found
 
 
 def summarise(events: Any, cuda: bool) -> Profile:
     """A profile of the operators in ``events`` (the profiler's), grouped into its steps."""
-    from torch.autograd import DeviceType
+    from torch.autograd import DeviceType  # type: ignore[attr-defined]
 
     # the host's events: on CUDA the list also holds the kernels and a device-side copy of each
     # range, whose times are already counted in the operators that launched them
     events = [e for e in events if e.device_type == DeviceType.CPU and not e.is_async]
     steps = sorted((e.time_range.start, e.time_range.end) for e in events if e.name == _STEP)
     if not steps:
-        raise ProfileFailed("the profiler recorded none of the profiled steps")
+        raise ProfileFailed(
+            "the profiler recorded none of the profiled steps (was another profiler running?)"
+        )
     starts = [start for start, _ in steps]
     seconds: dict[str, list[float]] = defaultdict(lambda: [0.0] * len(steps))
     calls: dict[str, int] = defaultdict(int)

@@ -412,7 +412,10 @@ class ProfileFailed(Because):
     error: str
 
     def __str__(self) -> str:
-        return f"the operators could not be profiled ({self.error}), so none are named"
+        return (
+            f"the operators could not be profiled ({self.error}), so none are named; "
+            "attribution='off' in the test's cnnperf marker skips the profile"
+        )
 
 
 @dataclass(frozen=True)

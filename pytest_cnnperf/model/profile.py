@@ -185,8 +185,9 @@ class Attribution:
     step_change_s: float
     #: the changes that stand out of the noise, largest first
     changes: tuple[OperatorChange, ...]
-    #: the share of the step's change the listed operators explain
-    explained: float
+    #: the share of the step's change the listed operators explain (``None`` where the step
+    #: did not change beyond a fiftieth)
+    explained: float | None
     #: how much the operators' times changed alike (the median of their ratios), allowed for
     alike: float
     #: the operators whose allocations grew, largest first (a memory regression's cause)
@@ -204,7 +205,10 @@ class Attribution:
 
     def lines(self, limit: int = 5) -> list[str]:
         """The rows a reader gets: the top ``limit`` changes, or why there are none."""
-        if not self.changes:
+        memory = bool(self.allocations) or self.peak_after is not None
+        if not self.changes and memory and self.explained is None:
+            lines = ["no operator's time changed beyond its noise"]
+        elif not self.changes:
             lines = [
                 "no operator-level cause found: no operator changed beyond its noise; the "
                 f"operators changed alike by {self.alike - 1:+.0%} (the machine or its clock), "
@@ -212,11 +216,13 @@ class Attribution:
             ]
         else:
             lines = [c.text() for c in self.changes[:limit]]
+            said = []
+            if self.explained is not None:
+                said.append(f"these explain {self.explained:.0%} of the step's change")
             more = len(self.changes) - limit
-            lines.append(
-                f"these explain {self.explained:.0%} of the step's change"
-                + (f"; {more} more in the results file" if more > 0 else "")
-            )
+            if more > 0:
+                said.append(f"{more} more in the JSON results (--cnnperf-json)")
+            lines += ["; ".join(said)] if said else []
         lines += [c.text() for c in self.allocations[:limit]]
         if self.peak_after is not None:
             lines.append(f"the peak holds {self.peak_after.text(self.peak_before)}")

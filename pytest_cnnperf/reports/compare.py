@@ -134,11 +134,17 @@ def pair(old: Result, new: Result, settings: GateSettings) -> Pair:
     )
     verdict = combine(throughput.verdict, *([memory.verdict] if memory else []))
     attribution = None
-    if verdict in (Verdict.REGRESSED, Verdict.IMPROVED) and before.profile and after.profile:
+    old_profile, new_profile = before.profile, after.profile
+    if (
+        verdict in (Verdict.REGRESSED, Verdict.IMPROVED)
+        and old_profile
+        and new_profile
+        and old_profile.clock == new_profile.clock  # CPU time against device time says nothing
+    ):
         # as the verdicts, without allowing for the machine's speed: the environments differ
         grew = memory is not None and memory.verdict in (Verdict.REGRESSED, Verdict.IMPROVED)
         peaks = (before.peak_parts, after.peak_parts)
-        attribution = attribute(before.profile, after.profile, grew, peaks)
+        attribution = attribute(old_profile, new_profile, grew, peaks)
     return Pair(old, new, throughput, memory, verdict, attribution)
 
 
@@ -251,7 +257,8 @@ def lines(
     for p in pairs:
         if p.attribution is not None:
             out += ["", f"operators of {p.new.test} [{p.new.key}], OLD -> NEW:"]
-            out += [f"  {line}" for line in p.attribution.lines()]
+            every = len(p.attribution.changes) + len(p.attribution.allocations)
+            out += [f"  {line}" for line in p.attribution.lines(limit=every)]
     for label, results in (("OLD", matching.only_old), ("NEW", matching.only_new)):
         if results:
             out.append(f"only in {label}: " + ", ".join(f"{r.test} [{r.key}]" for r in results))

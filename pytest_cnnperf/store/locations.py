@@ -8,12 +8,15 @@ or its dotted module name for a file outside the rootdir (an installed package r
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+#: the longest :func:`readable_name`: three of them and a suffix fit a file name's 255 bytes
+READABLE_MAX = 80
 _SAFE = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-"
 
 
@@ -40,9 +43,14 @@ def safe_name(part: str) -> str:
 def readable_name(part: str) -> str:
     """A file name part for people to open (a trace): every run of characters outside
     ``[A-Za-z0-9._=+,[]-]`` becomes ``_``, as do leading and trailing dots
-    (``train_step ResNet bs=64 224x224`` is ``train_step_ResNet_bs=64_224x224``)."""
+    (``train_step ResNet bs=64 224x224`` is ``train_step_ResNet_bs=64_224x224``); one longer
+    than :data:`READABLE_MAX` is cut, with a digest of the whole."""
     name = re.sub(r"[^A-Za-z0-9._=+,\[\]-]+", "_", part)
-    return re.sub(r"^\.+|\.+$", "_", name) or "_"
+    name = re.sub(r"^\.+|\.+$", "_", name) or "_"
+    if len(name) > READABLE_MAX:  # file names end at 255 bytes: a digest keeps long ones apart
+        digest = hashlib.sha1(part.encode()).hexdigest()[:8]
+        name = f"{name[: READABLE_MAX - 9]}-{digest}"
+    return name
 
 
 def module_key(parts: Iterable[str]) -> str:
