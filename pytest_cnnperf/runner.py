@@ -34,7 +34,9 @@ from .store.baseline import BaselineFileError, BaselineSaveError
 from .store.locations import Location, readable_name
 
 T = TypeVar("T")
-#: samples of a benchmark that profile its operators (the first ones)
+#: samples of a benchmark that profile its operators: a saved baseline's first ones, and in a
+#: gated run, those of the look that finds a change (three processes: the profiles' noise
+#: includes theirs)
 PROFILED_SAMPLES = 3
 S = TypeVar("S", TrainSpec, InferenceSpec)
 
@@ -288,6 +290,8 @@ class CnnPerf:
         self._keys.add(key)
         plan = self._plan
         profiled = plan.gate.attribution != "off" and world_size == 1
+        # a gated run profiles only the samples that show a change, unless asked for always
+        profile_now = profiled and (plan.save or plan.gate.attribution == "always")
         target = Target(
             site=site,
             replay=tuple(self._results),
@@ -295,8 +299,7 @@ class CnnPerf:
             plan=plan.sample,
             world_size=world_size,
             memory_samples=plan.sampling.memory_samples,
-            # a profile spans processes, so that its noise includes theirs
-            profile_samples=PROFILED_SAMPLES if profiled else 0,
+            profile_samples=PROFILED_SAMPLES if profile_now else 0,
             trace=self._trace_path(key) if profiled else None,
         )
         started = time.perf_counter()
@@ -350,19 +353,25 @@ class CnnPerf:
         return dataclasses.replace(result, decision=decision)
 
     def _gate(self, config: BenchConfig, target: Target) -> Result:
-        """Measure, decide, and measure again before any verdict but "ok"."""
+        """Measure, decide, and measure again before any verdict but "ok"; profile the
+        operators of a change (in the samples that measure again, or in samples of their own)."""
         sampling = self._plan.sampling
         taken = self._sampler.take(target, sampling.samples)
         result = self._measured(config, taken)
         reference = self._reference(result)
         decision = self._decide(result, reference)
+        # memory barely varies, FLOPs and operators do not: the first samples measured them
+        again = dataclasses.replace(target, memory_samples=0, flops_samples=0, profile_samples=0)
+        changes_only = self._plan.gate.attribution == "changes" and target.world_size == 1
+        wanted = PROFILED_SAMPLES if changes_only else 0
         more = sampling.max_samples - len(taken)
         if decision.remeasure and more > 0:
-            # memory barely varies, FLOPs and operators do not: the first samples measured them
-            again = dataclasses.replace(
-                target, memory_samples=0, flops_samples=0, profile_samples=0
-            )
-            taken += self._sampler.take(again, more)
+            taken += self._sampler.take(dataclasses.replace(again, profile_samples=wanted), more)
+            wanted = 0
+            result = self._measured(config, taken)
+            decision = self._decide(result, reference)
+        if wanted and decision.verdict in (Verdict.REGRESSED, Verdict.IMPROVED):
+            taken += self._sampler.take(dataclasses.replace(again, profile_samples=wanted), wanted)
             result = self._measured(config, taken)
             decision = self._decide(result, reference)
         attribution = decision.attribution

@@ -42,6 +42,8 @@ class Script:
     failing: dict[str, str] = field(default_factory=dict)
     #: how many samples every benchmark took, in order (``(test name, count)``)
     taken: list[tuple[str, int]] = field(default_factory=list)
+    #: and how many of them a real run would have profiled the operators of
+    profiled: list[tuple[str, int]] = field(default_factory=list)
     #: changes each sample as it is taken: ``decorate(target, i, sample)``, ``i`` its index in
     #: this look (the first ``target.flops_samples`` of them count FLOPs in a real run); adds
     #: what the script does not make up (FLOPs, a peak, energy, an optimizer phase)
@@ -64,6 +66,7 @@ class ScriptedSampler:
         script = self.script
         test = target.site.nodeid.split("::", 1)[-1]
         script.taken.append((test, count))
+        script.profiled.append((test, min(count, target.profile_samples)))
         if test in script.failing:
             raise BenchmarkError(script.failing[test])
         step = script.step_s * script.slower.get(test, 1.0)

@@ -19,6 +19,7 @@ import factories
 import pytest
 import torch
 import torch.nn.functional as F
+from scripted import Scripted
 from torch import nn
 from torch.autograd import DeviceType
 
@@ -45,21 +46,20 @@ def profile(*rows: tuple[str, float], step: float = 10 * MS, spread: float = 0.0
     )
 
 
+#: a step's operators: three large ones, and small ones that vote on the machine's change
 BASE = (
     ("aten::mkldnn_convolution", 4.0),
     ("aten::convolution_backward", 3.0),
     ("aten::addmm", 1.0),
+    ("aten::add_", 0.4),
+    ("aten::threshold_backward", 0.3),
+    ("aten::zero_", 0.2),
 )
 
 
 def test_a_slower_operator_is_named_with_its_share_of_the_change() -> None:
     before = profile(*BASE)
-    after = profile(
-        ("aten::mkldnn_convolution", 4.0),
-        ("aten::convolution_backward", 3.0),
-        ("aten::addmm", 4.0),
-        step=13 * MS,
-    )
+    after = profile(*BASE[:2], ("aten::addmm", 4.0), *BASE[3:], step=13 * MS)
     found = attribute(before, after)
     assert [c.name for c in found.changes] == ["aten::addmm"]
     assert (
@@ -111,6 +111,33 @@ def test_an_operator_below_the_baselines_cut_is_not_called_new() -> None:
     assert change.text() == (
         "aten::copy_ 3.0 ms a step (below the baseline's top operators before, 100% of the change)"
     )
+
+
+def test_an_operator_called_more_often_changed_for_certain() -> None:
+    """One more convolution a step: its change is named though the convolutions vary by 30%,
+    and does not count as the machine's."""
+    before = profile(*BASE, spread=0.3)
+    more = OperatorTime("aten::mkldnn_convolution", calls=2, seconds=6 * MS, spread=1.8 * MS)
+    after = Profile("cpu", 5, 12 * MS, (more, *profile(*BASE[1:], spread=0.3).operators))
+    (change,) = attribute(before, after).changes
+    assert (
+        change.text()
+        == "aten::mkldnn_convolution +2.0 ms a step (4.0 ms -> 6.0 ms, 100% of the change)"
+    )
+    same_calls = dataclasses.replace(more, calls=1)
+    assert not attribute(
+        before, dataclasses.replace(after, operators=(same_calls, *after.operators[1:]))
+    ).found
+
+
+def test_a_few_operators_cannot_tell_the_machine_from_the_code() -> None:
+    """Below five operators their common change is taken as none: in a step of two, one that
+    doubled would otherwise be the machine's."""
+    before = profile(("aten::mm", 6.0), ("aten::add", 2.0), spread=0.0)
+    after = profile(("aten::mm", 12.0), ("aten::add", 2.0), step=16 * MS, spread=0.0)
+    found = attribute(before, after)
+    assert found.alike == 1.0
+    assert [c.name for c in found.changes] == ["aten::mm"]
 
 
 def test_a_machine_that_slows_every_operator_alike_names_none() -> None:
@@ -440,3 +467,36 @@ def test_a_regression_names_its_operators_and_the_trace(
         "<details><summary>Which operators changed: <code>test_net</code></summary>"
         in (pytester.path / "r.md").read_text()
     )
+
+
+def test_a_gated_run_profiles_the_operators_of_a_change_only(
+    scripted_project: pytest.Pytester, scripted: Scripted
+) -> None:
+    """A saved baseline's first samples profile the operators; a gated run profiles none while
+    nothing changed, and three samples of a look that follows a change (re-measuring a slower
+    step, or of their own after a memory regression)."""
+    scripted_project.makepyfile(
+        test_bench="from models import Sleepy\n\n"
+        + "".join(
+            f"def test_{t}(cnnperf):\n"
+            f"    cnnperf.train_step(Sleepy(name='{t}'), batch_size=2, image_size=8)\n\n"
+            for t in ("same", "slower", "hungrier")
+        )
+    )
+    changes = ("--cnnperf", "-o", "cnnperf_attribution=changes", "-p", "no:randomly")
+
+    def profiled() -> dict[str, list[int]]:
+        looks: dict[str, list[int]] = {}
+        for test, count in scripted.script.profiled:
+            looks.setdefault(test, []).append(count)
+        scripted.script.profiled.clear()
+        return looks
+
+    scripted_project.runpytest(*changes, "--cnnperf-save").assert_outcomes(passed=3)
+    assert profiled() == {"test_same": [3], "test_slower": [3], "test_hungrier": [3]}
+    scripted_project.runpytest(*changes).assert_outcomes(passed=3)
+    assert profiled() == {"test_same": [0], "test_slower": [0], "test_hungrier": [0]}
+    scripted.slow_down("test_slower", 2.0)
+    scripted.grow("test_hungrier", 64 << 20)
+    scripted_project.runpytest(*changes).assert_outcomes(passed=1, failed=2)
+    assert profiled() == {"test_same": [0], "test_slower": [0, 3], "test_hungrier": [0, 3]}

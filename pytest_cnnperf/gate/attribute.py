@@ -1,12 +1,14 @@
 """From verdict to cause: which operators account for the change between two profiles.
 
 Each operator's time now is compared with its baseline time scaled by how much all the operators'
-times changed alike (the median of their ratios: a slower machine or a busy neighbour slows every
-operator, a code change moves a few). An operator is named only when it moved beyond that by more
-than twice its noise (measured in both profiles' steps and processes), a fiftieth of the step and a
-twentieth of the step's change, in the change's direction; one that appeared or vanished (it changed
-for certain), when its own time is that large. When none is, the change is spread thin (the machine,
-a clock, work outside the operators), and the attribution says so instead of guessing.
+times changed alike (the median of the ratios of those called as often: a slower machine or a busy
+neighbour slows every operator, a code change moves a few and calls some more or less often). An
+operator is named only when it moved beyond that by more than twice its noise (measured in both
+profiles' steps and processes), a fiftieth of the step and a twentieth of the step's change, in the
+change's direction; one that appeared, vanished or is called a different number of times a step
+(it changed for certain), when its change is that large without the noise. When none is, the
+change is spread thin (the machine, a clock, work outside the operators), and the attribution says
+so instead of guessing.
 """
 
 from __future__ import annotations
@@ -49,8 +51,9 @@ def attribute(
     changes = []
     for name in names:
         old, new = before.operator(name), after.operator(name)
-        # an operator that ran on one side only changed for certain: its time is the change
-        certain = not (before.ran(name) and after.ran(name))
+        # an operator that ran on one side only, or as many times more or less a step, changed
+        # for certain: the code calls it differently
+        certain = not (before.ran(name) and after.ran(name)) or not _called_alike(old, new)
         if not _stands_out(old, new, alike, 0.0 if certain else NOISE_FACTOR, floor):
             continue
         either = new or old
@@ -100,6 +103,11 @@ def _stands_out(
     return alone is not None and alone.seconds > max(noise_factor * alone.spread, floor)
 
 
+def _called_alike(old: OperatorTime | None, new: OperatorTime | None) -> bool:
+    """Whether an operator ran as many times a step on both sides (where both list it)."""
+    return old is None or new is None or math.isclose(old.calls, new.calls, rel_tol=0.01)
+
+
 def _beyond(change: OperatorChange, alike: float) -> float:
     """An operator's change beyond the operators' common change."""
     return (change.after_s or 0.0) - alike * (change.before_s or 0.0)
@@ -111,11 +119,14 @@ def _with_share(change: OperatorChange, share: float) -> OperatorChange:
 
 def _alike(before: Profile, after: Profile) -> float:
     """How much the operators' times changed alike: the median of the time ratios of the
-    operators both profiles list, each one vote (1 when fewer than :data:`LEAST_VOTERS` do)."""
+    operators both profiles list as often a step, each one vote (an operator called more or less
+    often was changed by the code, not the machine); 1 when fewer than :data:`LEAST_VOTERS`."""
     ratios = [
         new.seconds / old.seconds
         for old in before.operators
-        if old.seconds > 0 and (new := after.operator(old.name)) is not None
+        if old.seconds > 0
+        and (new := after.operator(old.name)) is not None
+        and _called_alike(old, new)
     ]
     return statistics.median(ratios) if len(ratios) >= LEAST_VOTERS else 1.0
 

@@ -25,7 +25,7 @@ from .timing import Clock, run_step
 from .workload import Workload
 
 #: steps profiled (after one unprofiled step that settles the profiler's own allocations)
-STEPS = 8
+STEPS = 4
 #: the operators kept: the TIME_ROWS that take most time (the small ones too, which show how
 #: much all the operators changed alike: a step's operators rarely number more), and the
 #: operators that together allocate COVERAGE of what is allocated, at most MEMORY_ROWS more
