@@ -47,6 +47,13 @@ def compile_cache_folder(root: str, nodeid: str, config: BenchConfig) -> str:
     return os.path.join(root, digest)
 
 
+def _profiled(attribution: str, config: BenchConfig, world_size: int) -> bool:
+    """Whether a benchmark's operators are profiled: not with attribution off, nor for a
+    data-parallel step (its ranks' profiles are not merged) or a CUDA graph's replay (it runs
+    no operators to see)."""
+    return attribution != "off" and world_size == 1 and not config.cuda_graphs
+
+
 def _usage(message: str) -> NoReturn:
     __tracebackhide__ = True
     pytest.fail(f"cnnperf: {message}", pytrace=False)
@@ -289,7 +296,7 @@ class CnnPerf:
             )
         self._keys.add(key)
         plan = self._plan
-        profiled = plan.gate.attribution != "off" and world_size == 1
+        profiled = _profiled(plan.gate.attribution, config, world_size)
         # a gated run profiles only the samples that show a change, unless asked for always
         profile_now = profiled and (plan.save or plan.gate.attribution == "always")
         target = Target(
@@ -362,7 +369,8 @@ class CnnPerf:
         decision = self._decide(result, reference)
         # memory barely varies, FLOPs and operators do not: the first samples measured them
         again = dataclasses.replace(target, memory_samples=0, flops_samples=0, profile_samples=0)
-        changes_only = self._plan.gate.attribution == "changes" and target.world_size == 1
+        mode = self._plan.gate.attribution
+        changes_only = mode == "changes" and _profiled(mode, config, target.world_size)
         wanted = PROFILED_SAMPLES if changes_only else 0
         more = sampling.max_samples - len(taken)
         if decision.remeasure and more > 0:

@@ -27,7 +27,15 @@ from pytest_cnnperf.gate.attribute import attribute
 from pytest_cnnperf.measuring.profile import MEMORY_ROWS, TIME_ROWS, profile_steps, summarise
 from pytest_cnnperf.measuring.timing import CpuClock
 from pytest_cnnperf.measuring.workload import TrainSpec, Workload, build_train
-from pytest_cnnperf.model import MemoryPeak, OperatorChange, OperatorTime, PeakParts, Profile
+from pytest_cnnperf.model import (
+    BenchConfig,
+    MemoryPeak,
+    OperatorChange,
+    OperatorTime,
+    PeakParts,
+    Profile,
+)
+from pytest_cnnperf.runner import _profiled
 from pytest_cnnperf.store.locations import readable_name
 
 MS = 1e-3
@@ -500,3 +508,14 @@ def test_a_gated_run_profiles_the_operators_of_a_change_only(
     scripted.grow("test_hungrier", 64 << 20)
     scripted_project.runpytest(*changes).assert_outcomes(passed=1, failed=2)
     assert profiled() == {"test_same": [0], "test_slower": [0, 3], "test_hungrier": [0, 3]}
+
+
+def test_what_a_profile_cannot_see_is_not_profiled() -> None:
+    """A CUDA graph's replay runs no operators, a data-parallel step's ranks are not merged."""
+    config = BenchConfig(kind="train_step", model="m", batch_size=8, image_size=(64, 64))
+    graphed = dataclasses.replace(config, cuda_graphs=True)
+    assert _profiled("changes", config, 1)
+    assert _profiled("always", config, 1)
+    assert not _profiled("off", config, 1)
+    assert not _profiled("changes", graphed, 1)
+    assert not _profiled("changes", config, 2)
