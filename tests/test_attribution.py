@@ -8,12 +8,14 @@ right operator named first; the same code with slower steps outside any operator
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 import statistics
 import time
 from collections.abc import Callable
-from types import SimpleNamespace
+from dataclasses import dataclass
+from typing import Any
 
 import factories
 import pytest
@@ -24,8 +26,14 @@ from torch import nn
 from torch.autograd import DeviceType
 
 from pytest_cnnperf.gate.attribute import attribute
-from pytest_cnnperf.measuring.profile import MEMORY_ROWS, TIME_ROWS, profile_steps, summarise
-from pytest_cnnperf.measuring.timing import CpuClock
+from pytest_cnnperf.measuring.profile import (
+    MEMORY_ROWS,
+    TIME_ROWS,
+    module_ranges,
+    profile_steps,
+    summarise,
+)
+from pytest_cnnperf.measuring.timing import CpuClock, run_step
 from pytest_cnnperf.measuring.workload import TrainSpec, Workload, build_train
 from pytest_cnnperf.model import (
     BenchConfig,
@@ -237,55 +245,121 @@ def test_a_baseline_entry_keeps_its_samples_profiles_merged_into_one() -> None:
     assert baseline.profile == with_profiles.profile
 
 
-def event(
-    name: str,
-    start: float,
-    end: float,
-    parent: SimpleNamespace | None = None,
-    device: DeviceType = DeviceType.CPU,
-    device_us: float = 0.0,
-) -> SimpleNamespace:
-    """A profiler event as ``prof.events()`` lists it (times in microseconds)."""
-    return SimpleNamespace(
-        name=name,
-        time_range=SimpleNamespace(start=start, end=end),
-        device_type=device,
-        is_async=False,
-        cpu_parent=parent,
-        cpu_time_total=end - start,
-        device_time_total=device_us,
-        cpu_memory_usage=0,
-        device_memory_usage=0,
-    )
+@dataclass
+class RawEvent:
+    """A profiler event as ``kineto_results.events()`` lists it (times in nanoseconds)."""
+
+    name_: str
+    start: int
+    end: int
+    device: DeviceType = DeviceType.CPU
+    correlation: int = 0
+    linked: int = 0
+    thread: int = 1
+    bytes_: int = 0
+
+    def name(self) -> str:
+        return self.name_
+
+    def device_type(self) -> DeviceType:
+        return self.device
+
+    def start_ns(self) -> int:
+        return self.start
+
+    def end_ns(self) -> int:
+        return self.end
+
+    def start_thread_id(self) -> int:
+        return self.thread
+
+    def end_thread_id(self) -> int:
+        return self.thread
+
+    def is_async(self) -> bool:
+        return False
+
+    def correlation_id(self) -> int:
+        return self.correlation
+
+    def linked_correlation_id(self) -> int:
+        return self.linked
+
+    def nbytes(self) -> int:
+        return self.bytes_
 
 
 def test_a_cuda_profile_counts_each_operators_kernels_once_in_the_hosts_steps() -> None:
-    """On CUDA the profiler also lists the kernels and a device-side copy of each range: the
-    steps are the host's, and a kernel's time counts in the operator that launched it only."""
+    """On CUDA the profiler also lists the kernels, their launches and a device-side copy of
+    each range: the steps are the host's, and a kernel's time counts once, in the outermost
+    operator whose call (or a call inside it) launched it; device allocations count."""
     cuda = DeviceType.CUDA
     events = []
-    for start, kernel_us in ((0, 500), (1000, 600)):
-        events.append(event("cnnperf::profiled-step", start, start + 1000))
-        events.append(event("cnnperf::profiled-step", start + 100, start + 1100, device=cuda))
-        conv = event("aten::conv2d", start + 10, start + 50, device_us=kernel_us)
-        events.append(conv)
-        events.append(
-            event("aten::cudnn_convolution", start + 20, start + 40, conv, device_us=kernel_us)
-        )
-        events.append(
-            event(
+    for i, (start, kernel_ns) in enumerate(((0, 500_000), (1_000_000, 600_000))):
+        conv, inner = 10 * i + 1, 10 * i + 2
+        events += [
+            RawEvent("cnnperf::profiled-step", start, start + 1_000_000),
+            RawEvent("cnnperf::profiled-step", start + 100, start + 1_000_100, device=cuda),
+            RawEvent("aten::empty", start + 5_000, start + 6_000),  # no correlation id
+            RawEvent("aten::conv2d", start + 10_000, start + 50_000, correlation=conv),
+            RawEvent("aten::cudnn_convolution", start + 20_000, start + 40_000, correlation=inner),
+            RawEvent("cudaLaunchKernel", start + 30_000, start + 35_000, linked=inner),
+            RawEvent(
                 "void at::native::conv_kernel<float>",
-                start + 60,
-                start + 60 + kernel_us,
+                start + 60_000,
+                start + 60_000 + kernel_ns,
                 device=cuda,
-                device_us=kernel_us,
-            )
-        )
+                linked=inner,
+            ),
+            RawEvent("[memory]", start + 25_000, start + 25_000, device=cuda, bytes_=4096),
+            RawEvent("[memory]", start + 26_000, start + 26_000, bytes_=1 << 20),  # the host's
+        ]
     found = summarise(events, cuda=True)
     assert (found.clock, found.steps, found.step_s) == ("cuda", 2, pytest.approx(1e-3))
-    (conv,) = found.operators
-    assert (conv.name, conv.calls) == ("aten::conv2d", 1)
+    conv, empty = found.operators
+    assert (conv.name, conv.calls, conv.allocated_bytes) == ("aten::conv2d", 1, 4096)
+    assert (empty.name, empty.seconds) == ("aten::empty", 0.0)  # launched no kernel
     assert (conv.seconds, conv.spread) == (pytest.approx(500e-6), pytest.approx(100e-6))
+
+
+def test_a_cpu_profile_reads_as_torchs_own_tree_of_events() -> None:
+    """The raw events read as ``prof.events()`` reads them (its parent links, CPU times and
+    allocations), for the outermost operators of a real train step."""
+    from torch.profiler import ProfilerActivity, record_function
+    from torch.profiler import profile as torch_profile
+
+    work = workload("convolution")
+    run_step(work.phases, CpuClock())
+    with (
+        module_ranges(work.model),
+        torch_profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof,
+    ):
+        for _ in range(2):
+            with record_function("cnnperf::profiled-step"):
+                run_step(work.phases, CpuClock())
+    found = summarise(prof.profiler.kineto_results.events(), cuda=False)
+    events = prof.events()
+    steps = sorted(e.time_range.start for e in events if e.name == "cnnperf::profiled-step")
+
+    def outermost(e: Any) -> bool:
+        parent = e.cpu_parent
+        while parent is not None:
+            if "::" in parent.name and not parent.name.startswith(("cnnperf::", "autograd::")):
+                return False
+            parent = parent.cpu_parent
+        return "::" in e.name and not e.name.startswith(("cnnperf::", "autograd::", "profiler::"))
+
+    expected: dict[str, list[float]] = {}
+    for e in events:
+        if outermost(e) and e.time_range.start >= steps[0]:
+            times = expected.setdefault(e.name, [0.0, 0.0, 0.0])
+            times[bisect.bisect_right(steps, e.time_range.start) - 1] += e.cpu_time_total / 1e6
+            times[2] += max(0, e.cpu_memory_usage) / 2
+    assert {o.name for o in found.operators} | set(found.rest) == set(expected)
+    for row in found.operators:
+        first, second, allocated = expected[row.name]
+        assert row.seconds == pytest.approx(min(first, second), abs=1e-6)
+        assert row.allocated_bytes == pytest.approx(allocated, abs=1)
 
 
 def test_merged_profiles_keep_the_fastest_process_and_spread_as_they_did() -> None:

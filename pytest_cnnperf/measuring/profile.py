@@ -18,6 +18,7 @@ import os
 import tempfile
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from ..model.profile import OperatorTime, Profile
@@ -35,8 +36,12 @@ COVERAGE = 0.95
 
 _STEP = "cnnperf::profiled-step"
 _MODULE = "cnnperf::module:"
-#: events with a namespace that are not operators: our ranges and the autograd engine's
-NOT_OPERATORS = ("cnnperf::", "autograd::")
+#: events with a namespace that are not operators: our ranges, the autograd engine's, the
+#: profiler's own
+NOT_OPERATORS = ("cnnperf::", "autograd::", "profiler::")
+#: the profiler's allocation events, and the utility operators its own tables leave out
+_MEMORY = "[memory]"
+_UTILITY = frozenset(("[OutOfMemory]", "aten::is_leaf", "aten::output_nr", "aten::_version"))
 
 
 class ProfileFailed(Exception):
@@ -58,14 +63,14 @@ def profile_steps(
         clock.sync()
         with (
             quiet_native_stderr(),
-            _module_ranges(workload.model if hooked else None),
+            module_ranges(workload.model if hooked else None),
             profile(activities=activities, profile_memory=True) as prof,
         ):
             for _ in range(STEPS):
                 with record_function(_STEP):
                     run_step(workload.phases, clock)
                     clock.sync()
-        found = summarise(prof.events(), cuda)
+        found = summarise(prof.profiler.kineto_results.events(), cuda)
     except ProfileFailed:
         raise
     except Exception as exc:  # the profiler's own failures come in many types
@@ -79,43 +84,111 @@ def profile_steps(
     return found
 
 
+@dataclass
+class _Call:
+    """One call of an outermost operator, as the host's events nest."""
+
+    name: str
+    step: int
+    start: int
+    end: int
+    module: str | None
+    device_ns: int = 0
+    allocated: int = 0
+
+
 def summarise(events: Any, cuda: bool) -> Profile:
-    """A profile of the operators in ``events`` (the profiler's), grouped into its steps."""
+    """A profile of the operators in ``events`` (the profiler's raw events,
+    ``prof.profiler.kineto_results.events()``), grouped into its steps.
+
+    The raw events are read rather than ``prof.events()``, whose parsing into a tree of
+    ``FunctionEvent`` takes several times as long as the profiled steps: on the host's threads,
+    each event's parent is the innermost event still open when it starts; an operator's kernels
+    are the device events linked to its correlation id, or to an operator it called."""
     from torch.autograd import DeviceType  # type: ignore[attr-defined]
 
-    # the host's events: on CUDA the list also holds the kernels and a device-side copy of each
-    # range, whose times are already counted in the operators that launched them
-    events = [e for e in events if e.device_type == DeviceType.CPU and not e.is_async]
-    steps = sorted((e.time_range.start, e.time_range.end) for e in events if e.name == _STEP)
+    threads: dict[int, list[tuple[int, int, str, int]]] = defaultdict(list)
+    allocations: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    kernel_ns: dict[int, int] = defaultdict(int)
+    memory_device = DeviceType.CUDA if cuda else DeviceType.CPU
+    for event in events:
+        name = event.name()
+        device = event.device_type()
+        if name == _MEMORY:
+            if device == memory_device:
+                allocations[event.start_thread_id()].append((event.start_ns(), event.nbytes()))
+        elif device != DeviceType.CPU:
+            # a kernel or a copy: device time of the call it links to (a range's device-side
+            # copy links to none)
+            if linked := event.linked_correlation_id():
+                kernel_ns[linked] += event.end_ns() - event.start_ns()
+        elif not (
+            event.is_async()
+            or event.start_thread_id() != event.end_thread_id()
+            or event.linked_correlation_id() > 0  # a launch: its op holds the correlation id
+            or name in _UTILITY
+        ):
+            start, end = event.start_ns(), event.end_ns()
+            threads[event.start_thread_id()].append((start, end, name, event.correlation_id()))
+    steps = sorted((s, e) for rows in threads.values() for s, e, n, _ in rows if n == _STEP)
     if not steps:
         raise ProfileFailed(
             "the profiler recorded none of the profiled steps (was another profiler running?)"
         )
     starts = [start for start, _ in steps]
-    seconds: dict[str, list[float]] = defaultdict(lambda: [0.0] * len(steps))
-    calls: dict[str, int] = defaultdict(int)
+    calls: list[_Call] = []
+    for thread, rows in threads.items():
+        rows.sort(key=lambda r: (r[0], -r[1]))
+        # the open events: their end, the call of the outermost operator among them, the module
+        open_: list[tuple[int, _Call | None, str | None]] = []
+        mine: list[_Call] = []
+        for start, end, name, correlation in rows:
+            while open_ and open_[-1][0] <= start:
+                open_.pop()
+            call, module = (open_[-1][1], open_[-1][2]) if open_ else (None, None)
+            if name.startswith(_MODULE):
+                module = name[len(_MODULE) :]
+            elif call is None and _operator(name):
+                step = bisect.bisect_right(starts, start) - 1
+                if step >= 0 and start <= steps[step][1]:
+                    call = _Call(name, step, start, end, module)
+                    mine.append(call)
+            if call is not None and correlation:
+                call.device_ns += kernel_ns.get(correlation, 0)
+            open_.append((end, call, module))
+        _allocate(mine, allocations.get(thread, []))
+        calls += mine
+    return _profile(calls, len(steps), min(e - s for s, e in steps) / 1e9, cuda)
+
+
+def _allocate(calls: list[_Call], allocations: list[tuple[int, int]]) -> None:
+    """Each call's net allocation: the bytes allocated less those freed while it ran (on its
+    thread)."""
+    starts = [c.start for c in calls]  # the calls of one thread follow each other
+    for when, nbytes in allocations:
+        i = bisect.bisect_right(starts, when) - 1
+        if i >= 0 and when <= calls[i].end:
+            calls[i].allocated += nbytes
+
+
+def _profile(calls: list[_Call], count: int, step_s: float, cuda: bool) -> Profile:
+    """The profile of the operator calls of ``count`` steps: each operator's time in its fastest
+    step, its noise, calls, allocations and module."""
+    seconds: dict[str, list[float]] = defaultdict(lambda: [0.0] * count)
+    times_called: dict[str, int] = defaultdict(int)
     allocated: dict[str, int] = defaultdict(int)
     modules: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for event in events:
-        if not _operator(event.name) or not _outermost(event):
-            continue  # an inner operator's time and memory count in the one that called it
-        step = bisect.bisect_right(starts, event.time_range.start) - 1
-        if step < 0 or event.time_range.start > steps[step][1]:
-            continue
-        name = event.name
-        own = (event.device_time_total if cuda else event.cpu_time_total) / 1e6
-        seconds[name][step] += own
-        calls[name] += 1
-        memory = event.device_memory_usage if cuda else event.cpu_memory_usage
-        allocated[name] += max(0, int(memory))
-        module = _module_of(event)
-        if module is not None:
-            modules[name][module] += own
-    count = len(steps)
+    for call in calls:
+        own = (call.device_ns if cuda else call.end - call.start) / 1e9
+        seconds[call.name][call.step] += own
+        times_called[call.name] += 1
+        allocated[call.name] += max(0, call.allocated)
+        if call.module is not None:
+            modules[call.name][call.module] += own
     rows = [
         OperatorTime(
             name=name,
-            calls=calls[name] / count,
+            calls=times_called[name] / count,
             seconds=min(times),
             spread=_noise(times),
             allocated_bytes=allocated[name] // count,
@@ -126,7 +199,6 @@ def summarise(events: Any, cuda: bool) -> Profile:
     kept = sorted(rows, key=lambda o: o.seconds, reverse=True)[:TIME_ROWS]
     kept += [o for o in _top(rows, lambda o: o.allocated_bytes, MEMORY_ROWS) if o not in kept]
     kept.sort(key=lambda o: o.seconds, reverse=True)
-    step_s = min((end - start) / 1e6 for start, end in steps)
     return Profile(
         clock="cuda" if cuda else "cpu",
         steps=count,
@@ -161,29 +233,8 @@ def _operator(name: str) -> bool:
     return "::" in name and not name.startswith(NOT_OPERATORS)
 
 
-def _outermost(event: Any) -> bool:
-    """Whether no other operator called this one (the model, the loss, the optimizer or the
-    autograd engine did)."""
-    parent = event.cpu_parent
-    while parent is not None:
-        if _operator(parent.name):
-            return False
-        parent = parent.cpu_parent
-    return True
-
-
-def _module_of(event: Any) -> str | None:
-    """The innermost module range around a (forward) operator, if any."""
-    parent = event.cpu_parent
-    while parent is not None:
-        if parent.name.startswith(_MODULE):
-            return str(parent.name[len(_MODULE) :])
-        parent = parent.cpu_parent
-    return None
-
-
 @contextlib.contextmanager
-def _module_ranges(model: Any) -> Iterator[None]:
+def module_ranges(model: Any) -> Iterator[None]:
     """While profiling, every named submodule's forward runs inside a ``record_function``
     range named after it."""
     if model is None:
