@@ -101,14 +101,16 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     trace = session.settings[settings.TRACE]
     if trace is not None:
-        problem = folder_problem(trace)
-        if problem:
+        from .reports.explain import display_path
+
+        if trace.exists() and not trace.is_dir():
             raise pytest.UsageError(
-                f"the trace folder (--cnnperf-trace): {problem}; name a folder for the traces"
+                f"the trace folder (--cnnperf-trace): {display_path(trace)} is a file, not a "
+                "folder; name a folder for the traces"
             )
         if session.settings[settings.ATTRIBUTION] == "off":
             raise pytest.UsageError(
-                f"--cnnperf-trace={trace} writes the profiled steps, but "
+                f"--cnnperf-trace={display_path(trace)} writes the profiled steps, but "
                 "--cnnperf-attribution=off (or cnnperf_attribution = off) takes no profile; "
                 "leave one of them out"
             )

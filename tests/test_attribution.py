@@ -593,3 +593,25 @@ def test_what_a_profile_cannot_see_is_not_profiled() -> None:
     assert not _profiled("off", config, 1)
     assert not _profiled("changes", graphed, 1)
     assert not _profiled("changes", config, 2)
+
+
+def test_a_trace_folder_that_cannot_be_one_or_has_no_profiles_is_a_usage_error(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile("def test_x(cnnperf):\n    pass\n")
+    pytester.path.joinpath("notes").write_text("")
+    result = pytester.runpytest("--cnnperf", "--cnnperf-trace=notes")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: the trace folder (--cnnperf-trace): notes is a file, not a folder; name a folder for the traces"
+        ]
+    )
+    result = pytester.runpytest("--cnnperf", "--cnnperf-trace=traces", "--cnnperf-attribution=off")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --cnnperf-trace=traces writes the profiled steps, but --cnnperf-attribution=off "
+            "(or cnnperf_attribution = off) takes no profile; leave one of them out"
+        ]
+    )
