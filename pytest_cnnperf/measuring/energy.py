@@ -3,7 +3,7 @@
 On an NVIDIA GPU (Volta or newer) NVML's ``nvmlDeviceGetTotalEnergyConsumption``: millijoules
 the board used since the driver loaded. It advances every 20 to 100 ms, so reports show the
 energy only when the timed steps of a benchmark's samples add up to a long enough window
-(``results.ENERGY_MIN_WINDOW_S``). On the CPU, the kernel's RAPL counters
+(``model.sample.ENERGY_MIN_WINDOW_S``). On the CPU, the kernel's RAPL counters
 (``/sys/class/powercap/intel-rapl:N/energy_uj``, one per package, microjoules, wrapping at
 ``max_energy_range_uj``), where the kernel exposes them and this user may read them (since
 CVE-2020-8694 they are root-only unless an administrator grants access; most virtual machines

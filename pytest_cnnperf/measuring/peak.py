@@ -1,7 +1,7 @@
 """The device's peak FLOP/s for the precision a step runs in: what utilisation (MFU) is
 measured against.
 
-On a GPU it is the dense figure of NVIDIA's datasheet (``pytest_cnnperf.peaks``), for the
+On a GPU it is the dense figure of NVIDIA's datasheet (``measuring/peak_table.py``), for the
 precision the step's FLOPs ran in: ``bf16`` or ``fp16`` under AMP; for an fp32 step on Ampere
 or newer, ``tf32`` when the switch that governs most of the step's FLOPs allows TF32 (cuDNN's
 ``allow_tf32`` for convolutions, cuBLAS's ``matmul.allow_tf32`` for matrix products and for
