@@ -523,6 +523,7 @@ def test_a_regression_names_its_operators_and_the_trace(
     pytester.makepyfile(test_net=NET)
     pytester.makeini(
         "[pytest]\ncnnperf_inprocess = true\ncnnperf_samples = 2\ncnnperf_min_time = 0.05\n"
+        "cnnperf_calibration = false\ncnnperf_peak_tflops = 1\n"
     )
     pytester.runpytest("--cnnperf", "--cnnperf-save").assert_outcomes(passed=1)
     (saved,) = (pytester.path / "baselines").glob("*/test_net.json")
