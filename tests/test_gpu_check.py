@@ -5,10 +5,11 @@ limits against the device call's 10 minutes."""
 
 from __future__ import annotations
 
+import importlib.machinery
 import os
 import re
 import subprocess
-import sys
+import types
 from pathlib import Path
 
 import factories
@@ -181,6 +182,12 @@ def test_the_cpu_table_prints_its_time(tmp_path: Path) -> None:
     assert any(c.startswith("python scripts/truth-check --cpu") for c in calls)
 
 
+def test_ci_runs_the_cpu_table_on_one_model_and_round(tmp_path: Path) -> None:
+    _, calls = gpu_check(tmp_path, "--cpu", "--advisory-timing", "--quick")
+    (truth,) = [c for c in calls if "scripts/truth-check" in c]
+    assert truth.endswith("--advisory-timing --models resnet18 --rounds 1")
+
+
 def test_the_efficiency_stage_checks_the_counted_forward_against_torchvision(
     tmp_path: Path,
 ) -> None:
@@ -208,11 +215,12 @@ def test_the_efficiency_stage_checks_the_counted_forward_against_torchvision(
         ]
     report = tmp_path / "efficiency.json"
     results_file.write(report, results, "machine")
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "efficiency"), "--check", str(report)],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    # the script's check, loaded in-process (a fresh python would import torch again)
+    loader = importlib.machinery.SourceFileLoader(
+        "efficiency", str(ROOT / "scripts" / "efficiency")
     )
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert done.stdout.splitlines() == lines
+    script = types.ModuleType(loader.name)
+    loader.exec_module(script)
+    found, failed = script.check_lines(report)
+    assert failed
+    assert found == lines
