@@ -67,5 +67,7 @@ def test_a_process_spinning_on_our_core_shows_as_contention() -> None:
         spinner.wait()
     assert asleep is not None
     assert spinning is not None
-    assert asleep < 0.1
+    # sleeping beside the spinner is not contention, spinning beside it is (about half the
+    # core); the machine's own steal and the process's other threads add to both alike
     assert spinning > 0.25
+    assert asleep < spinning / 2

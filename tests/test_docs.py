@@ -225,7 +225,7 @@ def test_the_readme_is_short_and_starts_with_the_two_commands() -> None:
 
 def test_ci_runs_the_readmes_test_command() -> None:
     run = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
-    tests = run.index('echo "== tests (the README\'s test command)"')
+    tests = run.index('stage "tests (the README\'s test command)"')
     assert run[tests + 1] == TEST_COMMAND.rsplit(" && ", 1)[1]
     build = "sphinx-build -W --keep-going -b html docs docs/_build/html"
     assert build in run
