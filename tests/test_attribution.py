@@ -36,6 +36,7 @@ from pytest_cnnperf.measuring.profile import (
 from pytest_cnnperf.measuring.timing import CpuClock, run_step
 from pytest_cnnperf.measuring.workload import TrainSpec, Workload, build_train
 from pytest_cnnperf.model import (
+    Attribution,
     BenchConfig,
     MemoryPeak,
     OperatorChange,
@@ -444,22 +445,29 @@ def profiles() -> dict[str | None, Profile]:
         torch.set_num_threads(threads)
 
 
-@pytest.mark.parametrize(
-    ("change", "named"),
-    [
-        ("convolution", lambda name: "conv" in name),
-        ("memory format", lambda name: name in ("aten::contiguous", "aten::clone")),
-        ("cast", lambda name: name in ("aten::to", "aten::_to_copy")),
-        ("linear", lambda name: name in ("aten::linear", "aten::addmm", "aten::mm")),
-        ("upsampling", lambda name: "upsample" in name),
-    ],
-)
+#: each change, the operators that name it, and how near the top one of them must be: a layer
+#: 32 times wider also makes the optimizer's update of its weights (``aten::add_``) as slow
+KNOWN: dict[str, tuple[Callable[[str], bool], int]] = {
+    "convolution": (lambda name: "conv" in name, 1),
+    "memory format": (lambda name: name in ("aten::contiguous", "aten::clone"), 1),
+    "cast": (lambda name: name in ("aten::to", "aten::_to_copy"), 1),
+    "linear": (lambda name: name in ("aten::linear", "aten::addmm", "aten::mm"), 2),
+    "upsampling": (lambda name: "upsample" in name, 1),
+}
+
+
+def named_first(found: Attribution, change: str) -> bool:
+    """Whether the change's operator is named at the top (or as near it as :data:`KNOWN` says)."""
+    named, top = KNOWN[change]
+    return any(named(c.name) for c in found.changes[:top])
+
+
+@pytest.mark.parametrize("change", list(KNOWN))
 def test_the_operator_that_changed_is_named_first(
-    profiles: dict[str | None, Profile], change: str, named: Callable[[str], bool]
+    profiles: dict[str | None, Profile], change: str
 ) -> None:
     found = attribute(profiles[None], profiles[change])
-    assert found.changes, found.lines()
-    assert named(found.changes[0].name), found.lines()
+    assert named_first(found, change), found.lines()
 
 
 def test_slower_steps_outside_the_operators_name_none(
