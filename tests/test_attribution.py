@@ -15,6 +15,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import factories
@@ -33,6 +34,7 @@ from pytest_cnnperf.measuring.profile import (
     profile_steps,
     summarise,
 )
+from pytest_cnnperf.measuring.profile import ProfileFailed as ProfileFailing
 from pytest_cnnperf.measuring.timing import CpuClock, run_step
 from pytest_cnnperf.measuring.workload import TrainSpec, Workload, build_train
 from pytest_cnnperf.model import (
@@ -43,6 +45,7 @@ from pytest_cnnperf.model import (
     OperatorTime,
     PeakParts,
     Profile,
+    ProfileFailed,
 )
 from pytest_cnnperf.runner import _profiled
 from pytest_cnnperf.store.locations import readable_name
@@ -223,6 +226,7 @@ def test_a_memory_change_says_what_the_peak_holds_and_which_part_grew() -> None:
     assert MemoryPeak(100 * mib, None, "older file").parts is None
     same = profile(*BASE)
     found = attribute(same, same, memory=True, peaks=(weights.parts, adam.parts))
+    assert found.lines()[0] == "no operator's time changed beyond its noise"
     assert found.lines()[-1] == (
         "the peak holds parameters 40.0 MiB, gradients 40.0 MiB, optimizer state 80.0 MiB "
         "(+80.0 MiB), the rest 60.0 MiB (+40.0 MiB)"
@@ -623,4 +627,29 @@ def test_a_trace_folder_that_cannot_be_one_or_has_no_profiles_is_a_usage_error(
             "ERROR: --cnnperf-trace=traces writes the profiled steps, but --cnnperf-attribution=off "
             "(or cnnperf_attribution = off) takes no profile; leave one of them out"
         ]
+    )
+
+
+def test_what_attribution_says_when_it_cannot_name_operators(tmp_path: Path) -> None:
+    assert str(ProfileFailed("RuntimeError: boom")) == (
+        "the operators could not be profiled (RuntimeError: boom), so none are named; "
+        "attribution='off' in the test's cnnperf marker skips the profile"
+    )
+    with pytest.raises(ProfileFailing, match=r"recorded none of the profiled steps \(was another"):
+        summarise([], cuda=False)
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    with pytest.raises(ProfileFailing, match=r"the trace could not be written to .*a-file/t\.json"):
+        profile_steps(workload(None), torch.device("cpu"), CpuClock(), str(blocked / "t.json"))
+
+
+def test_more_changes_than_a_message_shows_are_in_the_json_results() -> None:
+    voters = [(f"aten::same{i}", 0.5) for i in range(7)]
+    changed = [f"aten::op{i}" for i in range(6)]
+    before = profile(*voters, *((name, 1.0) for name in changed), step=10 * MS, spread=0.0)
+    after = profile(*voters, *((name, 2.0) for name in changed), step=16 * MS, spread=0.0)
+    found = attribute(before, after)
+    assert len(found.changes) == 6
+    assert found.lines()[-1] == (
+        "these explain 100% of the step's change; 1 more in the JSON results (--cnnperf-json)"
     )
