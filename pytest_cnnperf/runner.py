@@ -312,7 +312,11 @@ class CnnPerf:
         started = time.perf_counter()
         problem: str | None = None
         try:
-            result = self._record(config, target) if plan.save else self._gate(config, target)
+            if plan.save:
+                result = self._record(config, target)
+            else:  # a change found later is profiled then
+                on_change = PROFILED_SAMPLES if profiled and not profile_now else 0
+                result = self._gate(config, target, on_change)
         except BenchmarkError as exc:
             problem = f"measuring {key} on {self._session.device} failed: {exc}"
         except (BaselineFileError, BaselineSaveError) as exc:
@@ -359,27 +363,28 @@ class CnnPerf:
         )
         return dataclasses.replace(result, decision=decision)
 
-    def _gate(self, config: BenchConfig, target: Target) -> Result:
+    def _gate(self, config: BenchConfig, target: Target, on_change: int) -> Result:
         """Measure, decide, and measure again before any verdict but "ok"; profile the
-        operators of a change (in the samples that measure again, or in samples of their own)."""
+        operators of a change in ``on_change`` samples (of those that measure again, or of
+        their own)."""
         sampling = self._plan.sampling
         taken = self._sampler.take(target, sampling.samples)
         result = self._measured(config, taken)
         reference = self._reference(result)
         decision = self._decide(result, reference)
-        # memory barely varies, FLOPs and operators do not: the first samples measured them
-        again = dataclasses.replace(target, memory_samples=0, flops_samples=0, profile_samples=0)
-        mode = self._plan.gate.attribution
-        changes_only = mode == "changes" and _profiled(mode, config, target.world_size)
-        wanted = PROFILED_SAMPLES if changes_only else 0
+        # memory barely varies and FLOPs do not: the first samples measured them; the operators
+        # of a change are profiled in the first samples that follow it
+        again = dataclasses.replace(
+            target, memory_samples=0, flops_samples=0, profile_samples=on_change
+        )
         more = sampling.max_samples - len(taken)
         if decision.remeasure and more > 0:
-            taken += self._sampler.take(dataclasses.replace(again, profile_samples=wanted), more)
-            wanted = 0
+            taken += self._sampler.take(again, more)
+            on_change = 0
             result = self._measured(config, taken)
             decision = self._decide(result, reference)
-        if wanted and decision.verdict in (Verdict.REGRESSED, Verdict.IMPROVED):
-            taken += self._sampler.take(dataclasses.replace(again, profile_samples=wanted), wanted)
+        if on_change and decision.verdict in (Verdict.REGRESSED, Verdict.IMPROVED):
+            taken += self._sampler.take(again, on_change)
             result = self._measured(config, taken)
             decision = self._decide(result, reference)
         attribution = decision.attribution

@@ -163,9 +163,10 @@ class PeakParts:
         """``parameters 44.7 MiB, gradients 44.7 MiB (+44.7 MiB), ...``: each part, and its
         change from ``before`` where it changed."""
         names = ("parameters", "gradients", "optimizer state", "the rest")
+        was = (before or self).values()
         parts = []
-        for i, (name, now) in enumerate(zip(names, self.values(), strict=True)):
-            grew = now - before.values()[i] if before else 0
+        for name, now, then in zip(names, self.values(), was, strict=True):
+            grew = now - then
             sign = "+" if grew > 0 else "-"
             change = f" ({sign}{units.nbytes(abs(grew))})" if grew else ""
             parts.append(f"{name} {units.nbytes(now)}{change}")

@@ -323,12 +323,10 @@ class Measurement:
         operator profiles merged into one, kept by the first sample that took one (a baseline
         entry grows by one profile, not one a profiled sample)."""
         samples = [s.without_steps() for s in self.samples]
-        merged = self.profile
         profiled = [i for i, s in enumerate(samples) if s.profile is not None]
         for i in profiled:
-            samples[i] = dataclasses.replace(
-                samples[i], profile=merged if i == profiled[0] else None
-            )
+            kept = self.profile if i == profiled[0] else None
+            samples[i] = dataclasses.replace(samples[i], profile=kept)
         return dataclasses.replace(self, samples=tuple(samples))
 
     @property
