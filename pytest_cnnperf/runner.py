@@ -1,8 +1,8 @@
 """The ``cnnperf`` fixture's object: describe a benchmark, measure it, gate it, record it.
 
 ``train_step``, ``inference`` and ``measure`` turn their arguments into a benchmark description
-(``benchmark``); ``_run`` takes samples of it (``sampling``: in fresh processes by default),
-compares them with the baseline (``gate``), re-measures before declaring anything but "ok", and
+(``benchmark``); ``_run`` takes the samples the gate asks for (``sampling``: in fresh processes
+by default), look after look, until the gate's decision is final (``gate.sequential``), and
 fails the calling test with the evidence (``reports.explain``) when it regressed. How much to
 measure and how strictly to judge comes resolved in the test's :class:`~gate.policy.Plan`.
 """
@@ -21,11 +21,10 @@ import pytest
 
 from . import benchmark
 from .benchmark import ArgumentProblem
-from .gate import creep
-from .gate.decide import decide, disturbed, judge_compile, mostly
 from .gate.policy import Plan
+from .gate.sequential import Gating, Next, Reference, Saving
 from .measuring.workload import InferenceSpec, TrainSpec, Workload
-from .model import BenchConfig, Decision, Disturbance, Disturbed, Measurement, Result, Verdict
+from .model import BenchConfig, Decision, Environment, Measurement, Result, Verdict
 from .reports import explain
 from .sampling.manager import Sampler, Target
 from .sampling.messages import BenchmarkError, Site, TakenSample
@@ -34,10 +33,6 @@ from .store.baseline import BaselineFileError, BaselineSaveError
 from .store.locations import Location, readable_name
 
 T = TypeVar("T")
-#: samples of a benchmark that profile its operators: a saved baseline's first ones, and in a
-#: gated run, those of the look that finds a change (three processes: the profiles' noise
-#: includes theirs)
-PROFILED_SAMPLES = 3
 S = TypeVar("S", TrainSpec, InferenceSpec)
 
 
@@ -297,26 +292,28 @@ class CnnPerf:
         self._keys.add(key)
         plan = self._plan
         profiled = _profiled(plan.gate.attribution, config, world_size)
-        # a gated run profiles only the samples that show a change, unless asked for always
-        profile_now = profiled and (plan.save or plan.gate.attribution == "always")
         target = Target(
             site=site,
             replay=tuple(self._results),
             build=build,
             plan=plan.sample,
             world_size=world_size,
-            memory_samples=plan.sampling.memory_samples,
-            profile_samples=PROFILED_SAMPLES if profile_now else 0,
             trace=self._trace_path(key) if profiled else None,
         )
+        design = plan.sampling.design(plan.gate.policy)
+        course: Gating | Saving
+        if plan.save:
+            course = Saving(plan.gate, plan.sampling, design, profiled=profiled)
+        else:
+            course = Gating(
+                plan.gate, design, lambda env: self._reference(env, key), profiled=profiled
+            )
         started = time.perf_counter()
         problem: str | None = None
         try:
-            if plan.save:
-                result = self._record(config, target)
-            else:  # a change found later is profiled then
-                on_change = PROFILED_SAMPLES if profiled and not profile_now else 0
-                result = self._gate(config, target, on_change)
+            result = self._follow(config, target, course)
+            if plan.save and result.verdict is Verdict.SAVED:
+                self._session.queue_baseline(self._location, result)
         except BenchmarkError as exc:
             problem = f"measuring {key} on {self._session.device} failed: {exc}"
         except (BaselineFileError, BaselineSaveError) as exc:
@@ -328,7 +325,7 @@ class CnnPerf:
         self._session.record(result)
         self._results.append(result)
         if result.decision is not None and result.decision.failed:
-            pytest.fail(explain.failure(result, plan.gate.policy.alpha), pytrace=False)
+            pytest.fail(explain.failure(result), pytrace=False)
         return result
 
     def _measured(self, config: BenchConfig, taken: list[TakenSample]) -> Result:
@@ -341,56 +338,25 @@ class CnnPerf:
             measurement=Measurement(config.batch_size, tuple(t.sample for t in taken), config.unit),
         )
 
-    def _record(self, config: BenchConfig, target: Target) -> Result:
-        """``--cnnperf-save``: measure, and keep the result as the baseline for the end of the
-        session (not when torch.compile recompiled during the timed steps: that figure is the
-        compiler's)."""
-        taken = self._sampler.take(target, self._plan.sampling.save_samples)
-        result = self._measured(config, taken)
-        m, device = result.measured, taken[0].environment.device
-        compiled, compile_reasons = judge_compile(m, None, self._plan.gate, device)
-        failed = compiled is not None and compiled.verdict is Verdict.REGRESSED
-        if not failed:
-            self._session.queue_baseline(self._location, result)
-        busy = disturbed(m)
-        count, total = sum(busy), len(busy)
-        reasons = (Disturbed(count, total, Disturbance.RECORDED),) if mostly(count, total) else ()
-        decision = Decision(
-            verdict=Verdict.NEW if failed else Verdict.SAVED,
-            reasons=reasons + compile_reasons,
-            failed=failed,
-            compile=compiled,
-        )
-        return dataclasses.replace(result, decision=decision)
-
-    def _gate(self, config: BenchConfig, target: Target, on_change: int) -> Result:
-        """Measure, decide, and measure again before any verdict but "ok"; profile the
-        operators of a change in ``on_change`` samples (of those that measure again, or of
-        their own)."""
-        sampling = self._plan.sampling
-        taken = self._sampler.take(target, sampling.samples)
-        result = self._measured(config, taken)
-        reference = self._reference(result)
-        decision = self._decide(result, reference)
-        # memory barely varies and FLOPs do not: the first samples measured them; the operators
-        # of a change are profiled in the first samples that follow it
-        again = dataclasses.replace(
-            target, memory_samples=0, flops_samples=0, profile_samples=on_change
-        )
-        more = sampling.max_samples - len(taken)
-        if decision.remeasure and more > 0:
-            taken += self._sampler.take(again, more)
-            on_change = 0
+    def _follow(self, config: BenchConfig, target: Target, course: Gating | Saving) -> Result:
+        """Take the samples the gate asks for, look after look, until its decision is final."""
+        taken: list[TakenSample] = []
+        step: Next | None = course.first()
+        while step is not None:
+            asked = dataclasses.replace(
+                target,
+                memory_samples=step.memory,
+                flops_samples=step.flops,
+                profile_samples=step.profile,
+            )
+            taken += self._sampler.take(asked, step.samples)
             result = self._measured(config, taken)
-            decision = self._decide(result, reference)
-        if on_change and decision.verdict in (Verdict.REGRESSED, Verdict.IMPROVED):
-            taken += self._sampler.take(again, on_change)
-            result = self._measured(config, taken)
-            decision = self._decide(result, reference)
-        attribution = decision.attribution
-        if attribution is not None and target.trace and os.path.exists(target.trace):
-            attribution = dataclasses.replace(attribution, trace=target.trace)
-            decision = dataclasses.replace(decision, attribution=attribution)
+            decision, step = course.look(result)
+        found = decision.attribution
+        if found is not None and target.trace and os.path.exists(target.trace):
+            decision = dataclasses.replace(
+                decision, attribution=dataclasses.replace(found, trace=target.trace)
+            )
         return dataclasses.replace(result, decision=decision)
 
     def _trace_path(self, key: str) -> str | None:
@@ -404,37 +370,29 @@ class CnnPerf:
         name = "--".join(readable_name(part) for part in parts)
         return str(folder / f"{name}.pt.trace.json")
 
-    def _reference(self, result: Result) -> _Reference:
-        """The baseline to gate ``result`` against, where it is looked for, and the kinds of
-        machine that have one when this one has none."""
-        assert result.environment is not None
-        machine = result.environment.machine
-        store, module = self._session.store, self._location.module
-        test, key = self._location.test, result.key
+    def _reference(self, environment: Environment, key: str) -> Reference:
+        """The baseline of the benchmark ``key`` on the kind of machine ``environment`` names,
+        where it is looked for, the kinds of machine that have one when this one has none, and
+        with the creep gate the recent runs of the history."""
+        machine, location = environment.machine, self._location
+        store, module, test = self._session.store, location.module, location.test
         entry = store.entry(machine, module, test, key)
         elsewhere = () if entry else tuple(store.machines_with(module, test, key))
-        return _Reference(
+        reference = Reference(
             entry,
             explain.display_path(store.path(machine, module)),
             tuple(m for m in elsewhere if m != machine),
         )
-
-    def _decide(self, result: Result, reference: _Reference) -> Decision:
-        plan = self._plan
-        decision = decide(result, reference.entry, plan.gate, reference.file, reference.elsewhere)
-        history = self._session.history
-        if plan.creep is None or history is None:
-            return decision
-        assert result.environment is not None
-        recent = history.recent(
-            result.test_id, result.key, result.environment.machine, plan.creep.runs
-        )
+        creep, history = self._plan.creep, self._session.history
+        if creep is None or history is None:
+            return reference
+        recent = history.recent(location.nodeid, key, machine, creep.runs)
         if recent is None:
             self._session.warn(
                 f"{history.problem}; the creep gate (--cnnperf-creep) was not applied"
             )
-            return decision
-        return creep.judge(decision, result, recent, plan.gate, plan.creep.threshold)
+            return reference
+        return dataclasses.replace(reference, recent=tuple(recent), creep_threshold=creep.threshold)
 
     def _fail_error(self, config: BenchConfig, message: str, duration: float) -> NoReturn:
         __tracebackhide__ = True
@@ -447,13 +405,3 @@ class CnnPerf:
         )
         self._session.record(result)
         pytest.fail(f"cnnperf: {message}", pytrace=False)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Reference:
-    """A benchmark's baseline (``None``: there is none), its file as a user reads the path, and
-    the kinds of machine that have one when this one has none."""
-
-    entry: Result | None
-    file: str
-    elsewhere: tuple[str, ...]

@@ -140,18 +140,17 @@ def positive_int(what: str, example: int) -> Callable[[object], int]:
     return parse
 
 
-#: the most samples a benchmark takes at its first look (re-measuring and saving take twice as
-#: many): each is a fresh process, and no verdict needs more
+#: the most samples a gated benchmark may take (a save up to twice what a first look against it
+#: needs): each is a fresh process, and no verdict needs more
 MAX_SAMPLES = 100
 
 
 def parse_samples(value: object) -> int:
-    number = positive_int("a number of samples", 6)(value)
+    number = positive_int("a number of samples", 12)(value)
     if number > MAX_SAMPLES:
         raise ValueError(
             f"{number} samples is more than the {MAX_SAMPLES} a benchmark may take: each is a "
-            "fresh process of a second or more, and re-measuring or saving takes twice as many; "
-            f"use {MAX_SAMPLES} or fewer"
+            f"fresh process of a second or more; use {MAX_SAMPLES} or fewer"
         )
     return number
 
@@ -434,9 +433,9 @@ INPROCESS = Setting(
     flag=True, ini=True, default=False
 )
 SAMPLES = Setting(
-    "samples", parse_samples, "Samples (fresh processes) per benchmark at the first look; "
-    "twice as many to re-measure or save", flag=True, metavar="N", ini=True, default=6,
-    cuda=3, show=str
+    "samples", parse_samples, "The most samples (fresh processes) a gated benchmark takes: "
+    "the gate looks after 3, 6, 12, ... of them and stops as soon as its verdict is clear",
+    flag=True, metavar="N", ini=True, default=12, cuda=6, show=str
 )
 MIN_TIME = Setting(
     "min_time", parse_seconds, "Seconds of timed steps per sample", ini=True, default=0.4,

@@ -22,8 +22,9 @@ from pytest_cnnperf.sampling.manager import Target
 from pytest_cnnperf.sampling.messages import BenchmarkError, Site, TakenSample
 from pytest_cnnperf.stash import SAMPLING
 
-#: the spread of a scripted benchmark's samples around its step time: +-2%, in five steps
-SPREAD = (-0.02, -0.01, 0.0, 0.01, 0.02)
+#: the spread of a scripted benchmark's samples around its step time: +-2%, in five steps, in an
+#: order whose every odd prefix (the samples of a look) has the step time as its median
+SPREAD = (0.0, -0.01, 0.01, -0.02, 0.02)
 
 
 @dataclass

@@ -46,8 +46,10 @@ from pytest_cnnperf.model import (
     PeakParts,
     Profile,
     ProfileFailed,
+    Sample,
 )
 from pytest_cnnperf.runner import _profiled
+from pytest_cnnperf.sampling.manager import Target
 from pytest_cnnperf.store.locations import readable_name
 
 MS = 1e-3
@@ -579,6 +581,15 @@ def test_a_gated_run_profiles_the_operators_of_a_change_only(
         )
     )
     changes = ("--cnnperf", "-o", "cnnperf_attribution=changes", "-p", "no:randomly")
+    profile = Profile("cpu", 4, 0.01, (OperatorTime("aten::conv2d", 1, 0.005),))
+
+    def with_profile(target: Target, i: int, sample: Sample) -> Sample:
+        """The profile a real sample asked for would carry."""
+        return (
+            dataclasses.replace(sample, profile=profile) if i < target.profile_samples else sample
+        )
+
+    scripted.script.decorate = with_profile
 
     def profiled() -> dict[str, list[int]]:
         looks: dict[str, list[int]] = {}

@@ -79,8 +79,8 @@ def test_compare_matches_benchmarks_and_shows_both_figures(
     assert row[-2:] == ["+0.0%", "improved"]
     assert lines[-2:] == [
         "3 benchmarks in both: 3 improved; geometric mean speedup 1.25x",
-        "speedup: NEW throughput / OLD throughput. regressed: slower beyond 10% (one-sided "
-        "Mann-Whitney test on the per-sample step times) or peak memory grown beyond 5%",
+        "speedup: NEW throughput / OLD throughput. regressed: slower beyond 10% (exact "
+        "one-sided Mann-Whitney test on the per-sample step times) or peak memory grown beyond 5%",
     ]
 
 

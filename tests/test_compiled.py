@@ -22,6 +22,7 @@ from scripted import Scripted
 from pytest_cnnperf import benchmark
 from pytest_cnnperf.benchmark import ArgumentProblem
 from pytest_cnnperf.gate.decide import decide
+from pytest_cnnperf.gate.design import one_look
 from pytest_cnnperf.gate.policy import CPU, GateSettings
 from pytest_cnnperf.model import (
     BenchConfig,
@@ -350,6 +351,7 @@ SETTING = CompileSetting()
 CONFIG = BenchConfig("train_step", "tiny", 8, (64, 64), optimizer="sgd", compile=SETTING)
 COMPILED_ENV = dataclasses.replace(ENV, compiler=CompilerStack("3.8.0", "g++", "g++ 12.2.0"))
 SETTINGS = GateSettings(CPU.gate, throughput_threshold=0.1, memory_threshold=0.05, strict=False)
+LOOK = one_look(CPU.gate.alpha, CPU.gate.beta)
 
 
 def entry(m: Measurement) -> Result:
@@ -370,7 +372,7 @@ def gated(
 ) -> Result:
     """The result of ``t.py::test_a`` measuring ``m``, with the gate's decision on it."""
     current = Result(config, test_id="t.py::test_a", environment=environment, measurement=m)
-    decision = decide(current, baseline, settings, baseline_file)
+    decision = decide(current, baseline, settings, LOOK, baseline_file)
     return dataclasses.replace(current, decision=decision)
 
 
@@ -456,7 +458,7 @@ def test_a_new_graph_break_fails_naming_its_reason_and_line() -> None:
     assert decision.failed
     assert decision.compile is not None
     assert (decision.compile.graph_breaks, decision.compile.baseline_graph_breaks) == (1, 0)
-    message = explain.failure(result, 0.01).splitlines()
+    message = explain.failure(result).splitlines()
     assert (
         message[0] == "cnnperf: train_step tiny bs=8 64x64 opt=sgd compile regressed (graph breaks)"
     )
@@ -490,7 +492,7 @@ def test_a_recompile_while_timed_fails_even_without_a_baseline() -> None:
         "step's; keep the shapes and the Python values the model branches on the same from step "
         "to step"
     )
-    message = explain.failure(result, 0.01).splitlines()
+    message = explain.failure(result).splitlines()
     assert message[0] == "cnnperf: train_step tiny bs=8 64x64 opt=sgd compile failed (recompiles)"
     assert message[-1] == (
         "  No baseline is recorded while it recompiles: its steady figure would include compiling."

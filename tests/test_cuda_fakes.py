@@ -132,19 +132,27 @@ def test_the_cuda_calibration_is_sized_to_the_device(multiprocessors: int, produ
     clock = CudaClock(DEVICE, torch_module=fake)
     seconds, unit = calibration.calibrate(DEVICE, clock, torch_module=fake)
     assert unit == f"cuda-mm-fp16-4096x{products}"
-    assert fake.products == products * (calibration.WARMUP + calibration.REPEATS)
+    # whole units only, warmed up at least WARMUP times (and for WARMUP_S) before the repeats
+    assert fake.products % products == 0
+    assert fake.products >= products * (calibration.WARMUP + calibration.REPEATS)
     assert seconds > 0
     assert {device for name, device in fake.log if name in ("randn", "generator")} == {DEVICE}
     assert {s for event in fake.events for s in event.streams} == {("stream", DEVICE)}
 
 
-def test_the_cpu_calibration_has_the_unit_of_unstamped_baselines() -> None:
+def test_the_cpu_calibration_is_a_unit_of_its_own_not_the_unstamped_baselines() -> None:
+    """The CPU unit became matrix products, timed before the first step: baselines recorded
+    with the old small conv net (unstamped, or stamped cpu-convnet-v1) are compared as
+    measured, with a note, until they are recorded again."""
     from pytest_cnnperf.measuring.timing import CpuClock
     from pytest_cnnperf.model.config import UNSTAMPED_CALIBRATION_UNITS
 
+    state = torch.get_rng_state()
     seconds, unit = calibration.calibrate(torch.device("cpu"), CpuClock())
     assert seconds > 0
-    assert unit == UNSTAMPED_CALIBRATION_UNITS["cpu"]
+    assert unit == "cpu-mm-fp32-384x8"
+    assert unit != UNSTAMPED_CALIBRATION_UNITS["cpu"]
+    assert torch.equal(torch.get_rng_state(), state)  # its random inputs have their own generator
 
 
 # ---- NVML: processes, throttling counters, the driver ----

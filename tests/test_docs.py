@@ -88,8 +88,8 @@ def test_the_options_reference_has_a_section_for_every_setting_with_its_defaults
     assert "| default on the CPU | 10% |" in threshold
     assert "| default on CUDA | 5% |" in threshold
     samples = page.split("(setting-samples)=")[1].split("(setting-")[0]
-    assert "| default on the CPU | 6 |" in samples
-    assert "| default on CUDA | 3 |" in samples
+    assert "| default on the CPU | 12 |" in samples
+    assert "| default on CUDA | 6 |" in samples
 
 
 def test_the_marker_reference_names_every_marker_key() -> None:

@@ -26,8 +26,9 @@ from pytest_cnnperf.session import Session
 from pytest_cnnperf.store import results_file
 
 ROOT = Path(__file__).resolve().parent.parent
-#: one call of a lent device
-CALL_S = 600
+#: what one call of a lent device (600 s) may plan: a slower run than estimated must still end
+#: inside the call, or the session's GPU budget is spent
+CALL_S = 480
 #: each stage's limit over its estimate
 MARGIN = 1.25
 
@@ -165,7 +166,7 @@ def test_each_stage_prints_its_time_and_fits_the_device_call(
     timeouts = [int(c.split()[1]) for c in calls if c.startswith("timeout ")]
     assert sum(timeouts) == sum(limits.values())
     assert all(limit in timeouts for stage, limit in limits.items() if stage != "machine")
-    assert sum(limits.values()) < CALL_S
+    assert sum(limits.values()) <= CALL_S
 
 
 def test_the_cuda_tests_run_in_file_order(tmp_path: Path) -> None:

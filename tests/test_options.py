@@ -97,7 +97,7 @@ def test_help_lists_every_option(pytester: pytest.Pytester) -> None:
         ),
         (
             ["--cnnperf-samples=2,3"],
-            "*argument --cnnperf-samples: '2,3' is not a number of samples; use a positive whole number such as 6",
+            "*argument --cnnperf-samples: '2,3' is not a number of samples; use a positive whole number such as 12",
         ),
         (
             ["--cnnperf-effort=max"],
@@ -148,15 +148,15 @@ def test_bad_option_values_are_usage_errors(
         ),
         (
             "cnnperf_samples = none",
-            "ERROR: ini setting cnnperf_samples = 'none': 'none' is not a number of samples; use a positive whole number such as 6",
+            "ERROR: ini setting cnnperf_samples = 'none': 'none' is not a number of samples; use a positive whole number such as 12",
         ),
         (
             "cnnperf_samples = 2,3",
-            "ERROR: ini setting cnnperf_samples = '2,3': '2,3' is not a number of samples; use a positive whole number such as 6",
+            "ERROR: ini setting cnnperf_samples = '2,3': '2,3' is not a number of samples; use a positive whole number such as 12",
         ),
         (
             "cnnperf_samples = 1000000",
-            "ERROR: ini setting cnnperf_samples = '1000000': 1000000 samples is more than the 100 a benchmark may take: each is a fresh process of a second or more, and re-measuring or saving takes twice as many; use 100 or fewer",
+            "ERROR: ini setting cnnperf_samples = '1000000': 1000000 samples is more than the 100 a benchmark may take: each is a fresh process of a second or more; use 100 or fewer",
         ),
         (
             "cnnperf_threshold = 5",

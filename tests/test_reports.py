@@ -631,7 +631,7 @@ def test_a_creep_beside_a_missing_baseline_and_recompiles_gives_every_fix() -> N
         baseline_file="baselines/cpu-test-2t/tests/test_perf.json",
         reasons=(NoBaseline("cpu-test-2t", ()), Recompiled(2, ("size changed",)), creep),
     )
-    message = explain.failure(crept, 0.01)
+    message = explain.failure(crept)
     assert "baseline    " not in message  # the file has no entry for it
     assert "no baseline in baselines/cpu-test-2t/tests/test_perf.json" in message
     assert "To accept it, run: pytest --cnnperf --cnnperf-creep-accept" in message

@@ -132,4 +132,4 @@ def test_device_clock_figure_is_the_synchronised_block_over_its_steps() -> None:
 
 def test_cpu_policy_is_sane() -> None:
     assert CPU.timing.min_steps <= CPU.timing.max_steps
-    assert CPU.sampling.samples <= CPU.sampling.max_samples
+    assert CPU.sampling.first <= CPU.sampling.cap

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from pytest_cnnperf.gate.decide import combine, compare_throughput
-from pytest_cnnperf.gate.policy import CUDA, GateSettings, SamplingPolicy, gate_policy
+from pytest_cnnperf.gate.policy import CUDA, GateSettings, gate_policy
 from pytest_cnnperf.measuring import memory
 from pytest_cnnperf.model import BenchConfig, Comparison, Decision, Result, Verdict
 from pytest_cnnperf.settings import MEMORY_THRESHOLD, THRESHOLD
@@ -107,7 +107,7 @@ class FakeGpu:
         if self.slow is None:
             return 1  # the run died: it wrote no results
         step, peak, samples = self.slow
-        results = [result(f"same-{i}", Verdict.OK, Verdict.OK, 3) for i in range(1, 6)]
+        results = [result(f"same-{i}", Verdict.OK, Verdict.OK, 3) for i in range(1, 4)]
         results += [result(f"slow-{i}", step, peak, samples) for i in range(1, 4)]
         path = Path(next(a for a in args if a.startswith("--cnnperf-json=")).split("=")[1])
         results_file.write(path, results, "nvidia-h200")
@@ -164,7 +164,7 @@ def test_a_catch_is_the_step_time_comparisons_own_regression(
     assert line.measured.startswith(caught), line
     assert f"at {slow[2]} samples" in line.measured
     assert line.result == outcome
-    assert lines["gate defaults: 5 identical re-runs"].result == "pass"
+    assert lines["gate defaults: 3 identical re-runs"].result == "pass"
 
 
 def test_the_injected_slowdown_is_a_gpu_spin_that_allocates_nothing(
@@ -205,32 +205,34 @@ def test_the_injected_slowdown_is_a_gpu_spin_that_allocates_nothing(
     assert slow == ["slow-1", "slow-2", "slow-3"]
 
 
-def test_the_gate_lines_take_samples_enough_to_catch_on_step_time(
+def test_the_gate_lines_run_at_the_gpus_default_design(
     truth: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, no_cuda_here: list[str]
 ) -> None:
-    """Both gate runs take the samples that let a step-time regression show: at the GPU's
-    default of 3 the first look (3 against a baseline of 6) cannot, the re-measure (6 against
-    6) can, even with one pair of samples out of order."""
-    samples = truth.gate_samples()
-    fake = FakeGpu((Verdict.REGRESSED, Verdict.OK, 2 * samples))
+    """Both gate runs take the GPU's defaults: a save of as many samples as a first look
+    against it needs, and a gated run that can show a step-time regression at its first look
+    (3 against 9: all three above every baseline sample gives p = 1/220, within a share of 1%
+    over two looks), even more so with one pair of samples out of order at the second."""
+    looks, least = truth.gate_design()
+    assert looks == (3, 6)
+    fake = FakeGpu((Verdict.REGRESSED, Verdict.OK, 3))
     use(truth, fake, monkeypatch)
     truth.gate_lines(truth.CUDA_SETUP, tmp_path, set())
     assert len(fake.pytest_args) == 2
-    assert all(f"--cnnperf-samples={samples}" in args for args in fake.pytest_args)
+    assert not any(a.startswith("--cnnperf-samples") for args in fake.pytest_args for a in args)
 
-    sampling = SamplingPolicy.of(samples)
     settings = GateSettings(
         policy=gate_policy("cuda"),
         throughput_threshold=THRESHOLD.default_for("cuda") or 0.05,
         memory_threshold=MEMORY_THRESHOLD.default_for("cuda") or 0.05,
         strict=False,
     )
-    baseline = [0.030 * (1 + 0.001 * i) for i in range(sampling.save_samples)]
+    design = CUDA.sampling.design(CUDA.gate)
+    baseline = [0.030 * (1 + 0.001 * i) for i in range(least)]
     slowed = [t * (1 + truth.INJECTED) for t in baseline]
+    first = compare_throughput(baseline, slowed[:3], settings, design.look(0))
+    assert first.verdict is Verdict.REGRESSED
     slowed[0] = 0.5 * (baseline[-1] + baseline[-2])  # one pair out of order
-    first = compare_throughput(baseline, slowed[: sampling.samples], settings)
-    assert first.verdict is Verdict.INCONCLUSIVE  # so the runner re-measures
-    again = compare_throughput(baseline, slowed[: sampling.max_samples], settings)
+    again = compare_throughput(baseline, slowed[:6], settings, design.look(1))
     assert again.verdict is Verdict.REGRESSED
 
 

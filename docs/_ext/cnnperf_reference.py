@@ -355,8 +355,6 @@ FIELD_NOTES: dict[str, str] = {
     "Decision.verdict": "The outcome.",
     "Decision.throughput": "Throughput against the baseline (`null`: nothing to compare).",
     "Decision.memory": "Peak memory against the baseline.",
-    "Decision.machine_speed": "The calibration workload's time now over its time in the "
-    "baseline (above 1: the machine runs slower).",
     "Decision.environment_changes": "What changed since the baseline was recorded "
     "(`torch 2.5.1 -> 2.6.0`).",
     "Decision.reasons": "Why the gate decided as it did: each a reason object (below), which "
@@ -371,7 +369,16 @@ FIELD_NOTES: dict[str, str] = {
     "fractional memory growth.",
     "Comparison.threshold": "The change that fails.",
     "Comparison.verdict": "This metric's verdict.",
-    "Comparison.p_value": 'One-sided Mann-Whitney test for "worse".',
+    "Comparison.p_value": 'The exact one-sided Mann-Whitney test\'s p-value for "worse".',
+    "Comparison.look": "Throughput: the look of the sequential comparison that decided it.",
+    "Look.number": "Which look decided (from 1).",
+    "Look.of": "The looks the design planned.",
+    "Look.alpha": "The share of the false-alarm rate this look spent: a regression needs "
+    "`p_value` at most this.",
+    "Look.beta": "The share of the rate of calling a slowdown of the threshold ok that this "
+    "look spent: ok needs `high` below the threshold at `1 - beta`.",
+    "Look.test": "The statistical rule: `mann-whitney` (exact, with Hodges-Lehmann bounds).",
+    "Look.spending": "How the rates are split over the looks: `bonferroni` (equally).",
     "Comparison.low": "Lower confidence bound of `change`.",
     "Comparison.high": "Upper confidence bound of `change`.",
     "Comparison.baseline_samples": "Samples on the baseline's side.",
@@ -384,6 +391,13 @@ FIELD_NOTES: dict[str, str] = {
     "CompileComparison.baseline_compile_s": "And in the baseline.",
     "CompileComparison.verdict": "The compile figures' verdict.",
     # reasons
+    "MachineDrift.low": "The calibration ratio's lower confidence bound (90%, two-sided).",
+    "MachineDrift.high": "Its upper bound; the drift allowed for is the bound nearest 1, or none "
+    "when the bounds hold 1.",
+    "ImpreciseBaseline.samples": "The samples the save took (its most).",
+    "ImpreciseBaseline.spread": "Half the width of the median step time's 90% confidence "
+    "interval, as a fraction of the median.",
+    "ImpreciseBaseline.wanted": "The spread the save stops at (a quarter of the threshold).",
     "CalibrationChanged.baseline_unit": "The baseline's calibration workload.",
     "CalibrationChanged.current_unit": "This run's.",
     "Disturbed.count": "Disturbed samples.",

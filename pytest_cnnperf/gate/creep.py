@@ -6,7 +6,8 @@ of six changes that each cost 2% hides a 12% loss. The history keeps every run, 
 compares with the best of the last ``cnnperf_creep_runs`` runs (since the newest run recorded
 with ``--cnnperf-creep-accept``) however often the baseline was re-saved. The best run's samples
 stand in for a baseline, and the comparison is the gate's own (significance, the machine's drift,
-disturbed samples), at the creep threshold for both throughput and peak memory.
+disturbed samples, the look's shares of the error rates), at the creep threshold for both
+throughput and peak memory.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..model import Creep, Decision, Result, Verdict
+from ..model import Creep, Decision, Look, Result, Verdict
 from .decide import decide
 from .policy import GateSettings
 
@@ -56,23 +57,24 @@ def judge(
     recent: Sequence[Run],
     settings: GateSettings,
     threshold: float,
-) -> Decision:
-    """``decision`` (the baseline gate's) with the creep gate's verdict added: regressed, with a
-    :class:`~pytest_cnnperf.model.Creep` reason, when ``current`` is past ``threshold`` against
-    the best of ``recent``; re-measured first when the comparison is in doubt."""
+    look: Look,
+) -> tuple[Decision, bool]:
+    """``decision`` (the baseline gate's at ``look``) with the creep gate's verdict added:
+    regressed, with a :class:`~pytest_cnnperf.model.Creep` reason, when ``current`` is past
+    ``threshold`` against the best of ``recent``; and whether the creep gate's comparison is
+    still undecided at this look (more samples could decide it)."""
     best = best_run(recent)
     if best is None:
-        return decision
+        return decision, False
     settings = dataclasses.replace(
         settings, throughput_threshold=threshold, memory_threshold=threshold, strict=False
     )
-    against = decide(current, best.result, settings)
+    against = decide(current, best.result, settings, look)
     regressed = tuple(
         c for c in (against.throughput, against.memory) if c and c.verdict is Verdict.REGRESSED
     )
-    remeasure = decision.remeasure or against.remeasure
     if against.verdict is not Verdict.REGRESSED or not regressed:
-        return dataclasses.replace(decision, remeasure=remeasure)
+        return decision, against.verdict is Verdict.INCONCLUSIVE
     reason = Creep(
         comparisons=regressed,
         runs=len(recent),
@@ -85,5 +87,4 @@ def judge(
         verdict=Verdict.REGRESSED,
         failed=True,
         reasons=(*decision.reasons, reason),
-        remeasure=remeasure,
-    )
+    ), False

@@ -1,15 +1,17 @@
-"""The gate: a fresh measurement against its reference, decided in both directions.
+"""The gate at one look: a fresh measurement against its reference, decided in both directions.
 
-Throughput: the per-sample step times of both sides, compared with a one-sided Mann-Whitney test
-and the Hodges-Lehmann ratio against the threshold, after allowing for none, all and twice the
-machine's drift that the calibration workload measured; samples that something else disturbed
-cannot show a regression. Memory: past its threshold with every sample above every baseline
-sample. Compiled benchmarks: new graph breaks and any recompile while timed fail; compile time only
-past its own threshold. The manual's "How the gate decides" page has the whole method.
+Throughput: the per-sample step times of both sides, compared with the exact one-sided
+Mann-Whitney test and the Hodges-Lehmann ratio against the threshold at the look's shares of the
+error rates (``gate.sequential``), after allowing for the machine's drift that the calibration
+workload measured, as far as its own noise allows; samples that something else disturbed cannot
+show a regression. Memory: past its threshold with every sample above every baseline sample.
+Compiled benchmarks: new graph breaks and any recompile while timed fail; compile time only past
+its own threshold. The manual's "How the gate decides" page has the whole method.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +26,7 @@ from ..model import (
     Disturbance,
     Disturbed,
     Environment,
+    Look,
     MachineDrift,
     Measurement,
     NewGraphBreaks,
@@ -45,24 +48,31 @@ from . import stats
 from .attribute import attribute
 from .policy import GateSettings
 
+#: memory barely varies, so one sample that agrees with the baseline settles it; a change must
+#: show in this many samples, every one past every baseline sample
+MEMORY_CONFIRMATIONS = 3
+
 
 def compare_throughput(
     baseline: Sequence[float],
     current: Sequence[float],
     settings: GateSettings,
+    look: Look,
     machine_factor: float = 1.0,
     *,
     items: tuple[int, int] = (1, 1),
 ) -> Comparison:
-    """Compare step times, the current ones divided by ``machine_factor`` first. ``items``:
-    items per step (baseline, current), for reporting rates in items per second."""
-    policy, threshold = settings.policy, settings.throughput_threshold
+    """Compare step times at ``look``'s shares of the error rates, the current ones divided by
+    ``machine_factor`` first. ``items``: items per step (baseline, current), for reporting
+    rates in items per second. An ``inconclusive`` verdict at a look that is not the last means
+    "not decided yet"."""
+    threshold = settings.throughput_threshold
     adjusted = [t / machine_factor for t in current]
-    shift = stats.compare(baseline, adjusted, policy.alpha, policy.ok_confidence)
+    shift = stats.compare(baseline, adjusted, look.alpha, look.beta)
     allowed = 1 / (1 - threshold) if threshold < 1 else math.inf
-    if shift.p_slower < policy.alpha and shift.ratio > allowed:
+    if shift.p_slower <= look.alpha and shift.ratio > allowed:
         verdict = Verdict.REGRESSED
-    elif shift.p_faster < policy.alpha and 1 / shift.ratio - 1 > threshold:
+    elif shift.p_faster <= look.alpha and 1 / shift.ratio - 1 > threshold:
         verdict = Verdict.IMPROVED
     elif shift.high <= allowed:
         verdict = Verdict.OK
@@ -83,19 +93,26 @@ def compare_throughput(
         current_samples=len(current),
         machine_factor=machine_factor,
         raw_change=1 - rate / base_rate,
+        look=look,
     )
 
 
 def compare_memory(
     baseline: Sequence[int], current: Sequence[int], settings: GateSettings
 ) -> Comparison:
+    """Peak memory: a change past the threshold and the slack is a regression (or an
+    improvement) once :data:`MEMORY_CONFIRMATIONS` samples show it, every one beyond every
+    baseline sample; with fewer it is inconclusive: not decided yet."""
     threshold, slack = settings.memory_threshold, settings.policy.memory_slack_bytes
     base, cur = stats.median(baseline), stats.median(current)
     growth = cur / base - 1 if base else 0.0
+    confirmed = len(current) >= MEMORY_CONFIRMATIONS
     if growth > threshold and cur - base > slack:
-        verdict = Verdict.REGRESSED if min(current) > max(baseline) else Verdict.INCONCLUSIVE
+        shown = confirmed and min(current) > max(baseline)
+        verdict = Verdict.REGRESSED if shown else Verdict.INCONCLUSIVE
     elif growth < -threshold and base - cur > slack:
-        verdict = Verdict.IMPROVED if max(current) < min(baseline) else Verdict.INCONCLUSIVE
+        shown = confirmed and max(current) < min(baseline)
+        verdict = Verdict.IMPROVED if shown else Verdict.INCONCLUSIVE
     else:
         verdict = Verdict.OK
     return Comparison(
@@ -168,14 +185,29 @@ def calibration_change(
     return CalibrationChanged(before, now) if before != now else None
 
 
-def machine_ratio(measurement: Measurement, baseline: Measurement, device: str) -> float | None:
-    """Calibration time now / in the baseline: above 1, the machine runs slower than it did;
-    ``None`` where either side has none, or they timed different calibration units."""
+#: the confidence of the calibration's bounds on the machine's drift (two-sided): the gate
+#: allows for the part of the drift the calibration is this sure of, none when it is not sure
+#: of any
+DRIFT_CONFIDENCE = 0.90
+
+
+def machine_drift(
+    measurement: Measurement, baseline: Measurement, device: str
+) -> MachineDrift | None:
+    """How much slower the machine runs than when the baseline was recorded, as the calibration
+    workload's times now and then say it (the Hodges-Lehmann ratio and its bounds); ``None``
+    where either side has none, or they timed different calibration units."""
     if not baseline.calibrations or not measurement.calibrations:
         return None
     if calibration_change(measurement, baseline, device) is not None:
         return None
-    return stats.median(measurement.calibrations) / stats.median(baseline.calibrations)
+    tail = (1 - DRIFT_CONFIDENCE) / 2
+    shift = stats.compare(baseline.calibrations, measurement.calibrations, tail, tail)
+    low = shift.low if shift.low > 0 else None
+    high = shift.high if math.isfinite(shift.high) else None
+    if low is None or high is None:  # too few samples to bound it: not sure of any drift
+        return MachineDrift(shift.ratio, low=min(shift.ratio, 1.0), high=max(shift.ratio, 1.0))
+    return MachineDrift(shift.ratio, low=low, high=high)
 
 
 #: How much of the machine's drift, as the calibration measured it, may have reached a benchmark:
@@ -185,43 +217,51 @@ SHARES = (0.0, 1.0, 2.0)
 
 
 @dataclass(frozen=True)
-class _Throughput:
+class Throughput:
+    """The throughput verdict at one look, with the reasons behind it."""
+
     comparison: Comparison
     verdict: Verdict
     reasons: tuple[Reason, ...]
-    #: whether more samples could change the verdict (not when none of them was quiet)
-    worth_remeasuring: bool
+    #: whether any sample was undisturbed: more samples cannot help when none was
+    quiet: bool
 
 
-def _judge_throughput(
+def judge_throughput(
     measurement: Measurement,
     baseline: Measurement,
     device: str,
     settings: GateSettings,
+    look: Look,
     software_changed: bool,
-) -> _Throughput:
+) -> Throughput:
+    """Throughput at ``look``, over the shares of the machine's drift that may have reached
+    the benchmark, with disturbed samples unable to show a regression."""
     reasons: list[Reason] = []
-    ratio = machine_ratio(measurement, baseline, device)
+    drift = machine_drift(measurement, baseline, device)
+    factor = drift.allowed if drift is not None else 1.0
     items = (baseline.items_per_step, measurement.items_per_step)
 
     def over_shares(step_times: Sequence[float]) -> dict[float, Comparison]:
         return {
             share: compare_throughput(
-                baseline.step_times, step_times, settings, (ratio or 1.0) ** share, items=items
+                baseline.step_times, step_times, settings, look, factor**share, items=items
             )
-            for share in (SHARES if ratio is not None else (0.0,))
+            for share in (SHARES if factor != 1.0 else (0.0,))
         }
 
     by_share = over_shares(measurement.step_times)
     verdict = _holding(_verdicts(by_share))
     # reported: after allowing for the drift, or as measured when the software changed (the
     # calibration itself may have changed then)
-    reported = by_share[0.0 if software_changed or ratio is None else 1.0]
-    if ratio is not None and not software_changed and abs(ratio - 1) >= 0.02:
+    reported = by_share[0.0 if software_changed or factor == 1.0 else 1.0]
+    if drift is not None and not software_changed and abs(drift.ratio - 1) >= 0.02:
         split = verdict is Verdict.INCONCLUSIVE and reported.verdict is not Verdict.INCONCLUSIVE
-        verdicts = (by_share[0.0].verdict, by_share[1.0].verdict, by_share[2.0].verdict)
-        reasons.append(MachineDrift(ratio, verdicts if split else None))
-    if software_changed and ratio is not None:
+        if split:
+            shares = (by_share[0.0].verdict, by_share[1.0].verdict, by_share[2.0].verdict)
+            drift = dataclasses.replace(drift, verdicts=shares)
+        reasons.append(drift)
+    if software_changed and drift is not None:
         reasons.append(SoftwareChanged())
     changed = calibration_change(measurement, baseline, device)
     if changed is not None:
@@ -243,12 +283,17 @@ def _judge_throughput(
         reasons.append(UntrustworthyGpu(problems))
         if verdict is Verdict.REGRESSED:
             verdict = Verdict.INCONCLUSIVE
-    return _Throughput(
-        comparison=reported,
-        verdict=verdict,
-        reasons=tuple(reasons),
-        worth_remeasuring=verdict is not Verdict.OK and bool(quiet),
-    )
+    return Throughput(reported, verdict, tuple(reasons), quiet=bool(quiet))
+
+
+def throughput_at(
+    current: Result, reference: Result, settings: GateSettings, look: Look
+) -> Throughput:
+    """The throughput verdict on ``current`` against ``reference`` at ``look``."""
+    measurement, environment = measured(current)
+    before, then = measured(reference)
+    changed = bool(environment.changes_from(then))
+    return judge_throughput(measurement, before, then.device, settings, look, changed)
 
 
 def _verdicts(by_share: dict[float, Comparison]) -> dict[float, Verdict]:
@@ -341,11 +386,16 @@ def decide(
     current: Result,
     reference: Result | None,
     settings: GateSettings,
+    look: Look,
     baseline_file: str | None = None,
     elsewhere: tuple[str, ...] = (),
+    *,
+    throughput: Throughput | None = None,
 ) -> Decision:
-    """The verdict on ``current`` against ``reference`` (``None``: there is none;
-    ``elsewhere`` then names the kinds of machine that have one)."""
+    """The verdict on ``current`` against ``reference`` at ``look`` (``reference`` ``None``:
+    there is none; ``elsewhere`` then names the kinds of machine that have one).
+    ``throughput``: the verdict an earlier look made final, which later samples (taken for
+    memory or a profile) do not decide again."""
     measurement, environment = measured(current)
     baseline = measured(reference) if reference is not None else None
     compiled, compile_reasons = judge_compile(
@@ -362,7 +412,9 @@ def decide(
         )
     before, then = baseline
     changes = environment.changes_from(then)
-    throughput = _judge_throughput(measurement, before, then.device, settings, bool(changes))
+    if throughput is None:
+        assert reference is not None
+        throughput = throughput_at(current, reference, settings, look)
     reasons = list(throughput.reasons) + list(compile_reasons)
     memory = None
     if before.memory_peaks and measurement.memory_peaks:
@@ -377,44 +429,27 @@ def decide(
     failed = verdict is Verdict.REGRESSED or (
         settings.strict and (verdict is Verdict.INCONCLUSIVE or bool(changes))
     )
-    memory_regressed = memory is not None and memory.verdict is Verdict.REGRESSED
-    attribution = None
-    if settings.attribution == "always" or (
-        settings.attribution == "changes" and verdict in (Verdict.REGRESSED, Verdict.IMPROVED)
-    ):
-        grew = memory is not None and memory.verdict in (Verdict.REGRESSED, Verdict.IMPROVED)
-        attribution, why = _attribution(before, measurement, grew)
-        reasons += [why] if why else []
     return Decision(
         verdict=verdict,
         throughput=throughput.comparison,
         memory=memory,
-        machine_speed=machine_ratio(measurement, before, then.device),
         environment_changes=changes,
         reasons=tuple(reasons),
         baseline_file=baseline_file,
         failed=failed,
-        remeasure=throughput.worth_remeasuring and not memory_regressed and not compile_failed,
         compile=compiled,
-        attribution=attribution,
     )
 
 
-def _attribution(
+def attribution(
     baseline: Measurement, measurement: Measurement, memory: bool
 ) -> tuple[Attribution | None, Reason | None]:
-    """Which operators changed, or why that cannot be said."""
+    """Which operators changed (``memory``: and which allocations grew), or why that cannot be
+    said."""
+    if baseline.profile is None:
+        return None, NoProfile()
     if measurement.profile is None:
         error = measurement.profile_error
         return None, ProfileFailed(error) if error else None
-    if baseline.profile is None:
-        return None, NoProfile()
     peaks = (baseline.peak_parts, measurement.peak_parts)
     return attribute(baseline.profile, measurement.profile, memory, peaks), None
-
-
-def wants_more_samples(decision: Decision) -> bool:
-    """Re-measure before declaring a throughput regression or improvement, or giving up as
-    inconclusive; not when memory already regressed (it barely varies) or every sample was
-    disturbed (more samples would be as disturbed)."""
-    return decision.remeasure

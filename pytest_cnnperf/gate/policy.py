@@ -17,32 +17,43 @@ from .. import settings as s
 from ..measuring.sample import SamplePlan
 from ..measuring.timing import TimingPolicy
 from ..settings import MIN_TIME, SAMPLES, Configuration, Effort, Settings
+from .design import Design, doubling
+
+#: samples at a gated run's first look: the fewest whose exact test can reach a look's share of
+#: the false-alarm rate against a baseline of a dozen
+FIRST_LOOK = 3
 
 
 @dataclass(frozen=True)
 class SamplingPolicy:
-    """Samples (fresh processes) per benchmark."""
+    """How many samples (fresh processes) a benchmark takes."""
 
-    samples: int
-    max_samples: int
-    save_samples: int
-    #: samples that also measure peak memory (it barely varies; each pass costs steps)
-    memory_samples: int = 3
+    #: samples at a gated run's first look; the looks double from there to ``cap``
+    first: int
+    #: the most samples a gated run takes
+    cap: int
+    #: the fewest a save keeps; ``None``: what a first look against the baseline needs
+    save: int | None = None
 
     @classmethod
-    def of(cls, samples: int) -> SamplingPolicy:
-        """``samples`` at the first look, twice as many to re-measure or save."""
-        return cls(samples, max_samples=2 * samples, save_samples=2 * samples)
+    def of(cls, cap: int) -> SamplingPolicy:
+        """At most ``cap`` samples, looking first after three (or ``cap``, if fewer)."""
+        return cls(first=min(FIRST_LOOK, cap), cap=cap)
+
+    def design(self, gate: GatePolicy) -> Design:
+        """The sequential design of a gated run: its looks and error rates."""
+        return Design(doubling(self.first, self.cap), gate.alpha, gate.beta)
 
 
 @dataclass(frozen=True)
 class GatePolicy:
-    """The confidence the gate decides with (the thresholds are settings)."""
+    """The error rates the gate decides with (the thresholds are settings)."""
 
-    #: one-sided significance level for "regressed" / "improved"
+    #: the rate of calling a regression on unchanged code, over all looks (and the same for
+    #: an improvement)
     alpha: float
-    #: one-sided confidence for "ok": the slowdown is below the threshold with this confidence
-    ok_confidence: float
+    #: the rate of calling a slowdown of the threshold's size "ok", over all looks
+    beta: float
     #: memory below this many bytes of growth is never a regression (allocator granularity)
     memory_slack_bytes: int
 
@@ -77,8 +88,8 @@ _TIMING = {
     ),
 }
 _GATE = {
-    "cpu": GatePolicy(alpha=0.01, ok_confidence=0.90, memory_slack_bytes=1 << 20),
-    "cuda": GatePolicy(alpha=0.01, ok_confidence=0.90, memory_slack_bytes=16 << 20),
+    "cpu": GatePolicy(alpha=0.01, beta=0.05, memory_slack_bytes=1 << 20),
+    "cuda": GatePolicy(alpha=0.01, beta=0.05, memory_slack_bytes=16 << 20),
 }
 
 
@@ -107,8 +118,8 @@ CUDA = for_device("cuda")
 def for_run(
     device_type: str, effort: Effort, *, samples: int | None, min_time_s: float | None
 ) -> DevicePolicy:
-    """The policy of a device at an effort level, with the ``samples`` and ``min_time``
-    settings where they were given (they hold whatever the effort)."""
+    """The policy of a device at an effort level, with the ``samples`` (the most a gated run
+    takes) and ``min_time`` settings where they were given (they hold whatever the effort)."""
     policy = with_effort(for_device(device_type), effort)
     if samples:
         policy = dataclasses.replace(policy, sampling=SamplingPolicy.of(samples))
@@ -121,7 +132,7 @@ def for_run(
 
 def with_effort(policy: DevicePolicy, effort: Effort) -> DevicePolicy:
     """Scale samples and steps: ``quick`` measures one short sample (no gate can be sure of
-    anything from it), ``thorough`` doubles samples and steps."""
+    anything from it) and saves two, ``thorough`` doubles samples and steps."""
     if effort is Effort.STANDARD:
         return policy
     t, s = policy.timing, policy.sampling
@@ -133,12 +144,10 @@ def with_effort(policy: DevicePolicy, effort: Effort) -> DevicePolicy:
             min_steps=max(3, t.min_steps // 3),
             min_time_s=t.min_time_s / 4,
         )
-        sampling = SamplingPolicy(samples=1, max_samples=1, save_samples=2)
+        sampling = SamplingPolicy(first=1, cap=1, save=2)
     else:
         timing = dataclasses.replace(t, min_steps=t.min_steps * 2, min_time_s=t.min_time_s * 2)
-        sampling = SamplingPolicy(
-            samples=s.samples * 2, max_samples=s.max_samples * 2, save_samples=s.save_samples * 2
-        )
+        sampling = dataclasses.replace(s, cap=s.cap * 2)
     return dataclasses.replace(policy, timing=timing, sampling=sampling)
 
 

@@ -1,12 +1,15 @@
 """A fixed reference workload, timed in every sample next to the benchmark.
 
 On a shared machine the same work drifts in speed with the machine's neighbours; a workload
-timed in the same processes follows much of that drift, so the gate can allow for it (the
-manual's validation page has the figures). On the CPU it is a small convolutional net's training
-step; on CUDA fp16 matrix products of 4096² on random data, one per 16 multiprocessors, which
-depend on the clocks and on no flag a benchmark varies (TF32, cuDNN mode).
+timed in the same processes follows much of that drift, so the gate can allow for it as far as
+the calibration's own noise allows (the manual's validation page has the figures). On the CPU it
+is eight fp32 matrix products of 384² (about 3 ms on two cores), timed before the benchmark's
+first step, where nothing the benchmark does (its heap, its caches, its threads) reaches it; on
+CUDA fp16 matrix products of 4096² on random data, one per 16 multiprocessors, timed after the
+steps at the clocks they ran at, which depend on no flag a benchmark varies (TF32, cuDNN mode).
+Each is warmed up for a while and timed as the median of a few repeats.
 
-Every unit has an id (``cpu-convnet-v1``, ``cuda-mm-fp16-4096x8``), recorded with the samples
+Every unit has an id (``cpu-mm-fp32-384x8``, ``cuda-mm-fp16-4096x8``), recorded with the samples
 and the baseline: calibration times of different units are not compared (see ``gate``).
 """
 
@@ -15,11 +18,16 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from ..model.config import CPU_CALIBRATION_UNIT
 from .timing import Clock
 
+#: the unit is run at least this many times and for at least this long before it is timed
 WARMUP = 3
+WARMUP_S = 0.05
 REPEATS = 15
+#: the CPU unit's matrices are N x N, and it is this many products
+CPU_N = 384
+CPU_PRODUCTS = 8
+CPU_UNIT = f"cpu-mm-fp32-{CPU_N}x{CPU_PRODUCTS}"
 #: the CUDA unit's matrices are N x N
 CUDA_N = 4096
 #: one product per this many streaming multiprocessors, at most CUDA_MAX_PRODUCTS
@@ -27,28 +35,16 @@ SMS_PER_PRODUCT = 16
 CUDA_MAX_PRODUCTS = 16
 
 
-def _cpu_unit() -> Any:
-    import torch
-    import torch.nn.functional as F
-    from torch import nn
-
-    torch.manual_seed(0)
-    net = nn.Sequential(
-        nn.Conv2d(3, 16, 3, padding=1),
-        nn.ReLU(),
-        nn.Conv2d(16, 32, 3, stride=2, padding=1),
-        nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(),
-        nn.Linear(32, 10),
-    )
-    optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    images, labels = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
+def _cpu_unit(torch: Any) -> Any:
+    generator = torch.Generator().manual_seed(0)
+    shape = (CPU_N, CPU_N)
+    a, b = torch.randn(shape, generator=generator), torch.randn(shape, generator=generator)
+    out = torch.empty(shape)
 
     def unit() -> None:
-        optimizer.zero_grad(set_to_none=True)
-        F.cross_entropy(net(images), labels).backward()
-        optimizer.step()
+        with torch.no_grad():
+            for _ in range(CPU_PRODUCTS):
+                torch.mm(a, b, out=out)
 
     return unit
 
@@ -81,17 +77,15 @@ def calibrate(device: Any, clock: Clock, torch_module: Any = None) -> tuple[floa
     if torch_module is None:
         import torch as torch_module
     torch = torch_module
-    state = torch.get_rng_state()
-    try:
-        if device.type == "cuda":
-            unit, unit_id = _cuda_unit(device, torch)
-        else:
-            unit, unit_id = _cpu_unit(), CPU_CALIBRATION_UNIT
-    finally:
-        torch.set_rng_state(state)
-    for _ in range(WARMUP):
+    if device.type == "cuda":
+        unit, unit_id = _cuda_unit(device, torch)
+    else:
+        unit, unit_id = _cpu_unit(torch), CPU_UNIT
+    warmed, started = 0, clock.now()
+    while warmed < WARMUP or clock.now() - started < WARMUP_S:
         unit()
-    clock.sync()
+        clock.sync()
+        warmed += 1
     times = []
     for _ in range(REPEATS):
         start = clock.mark()

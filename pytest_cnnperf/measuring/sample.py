@@ -1,5 +1,6 @@
-"""One sample: warm up, time a block of steps, time the calibration workload, measure peak
-memory in a pass of its own, and read the GPU's health and the CPU's contention around it all
+"""One sample: time the calibration workload (on the CPU before the benchmark's first step, on
+CUDA after its timed steps), warm up, time a block of steps, measure peak memory in a pass of its
+own, and read the GPU's health and the CPU's contention around it all
 and the device's energy over the timed steps; in a benchmark's first sample, count the step's
 FLOPs and find the device's peak; then describe the environment the figures belong to."""
 
@@ -22,7 +23,7 @@ class SamplePlan:
     """How to take a sample, the same for every sample of a benchmark."""
 
     timing: TimingPolicy
-    #: time the calibration workload after the steps
+    #: time the calibration workload
     calibrate: bool = True
     #: the kind of machine the baselines apply to, when the user named it
     machine: str | None = None
@@ -59,6 +60,9 @@ def take_sample(
     readings = [monitor.read()] if monitor else []
     # on a GPU the CPU only launches work, and xdist workers beside it launch theirs: not counted
     cpu_before = None if cuda else cpuload.snapshot()
+    # on the CPU before the first step, where the benchmark's heap, caches and threads cannot
+    # reach it; on CUDA after the timed steps, at the clocks they ran at
+    calibrated = calibration.calibrate(device, clock) if plan.calibrate and not cuda else None
     if workload.compiled:
         workload.compiled.start()
     probe = energy.probe_for(device, monitor)
@@ -67,9 +71,9 @@ def take_sample(
     cpu_contention = None
     if cpu_before is not None:
         cpu_contention = cpuload.contention(cpu_before, cpuload.snapshot(), _threads())
-    calibration_s, calibration_unit = (
-        calibration.calibrate(device, clock) if plan.calibrate else (None, None)
-    )
+    if plan.calibrate and cuda:
+        calibrated = calibration.calibrate(device, clock)
+    calibration_s, calibration_unit = calibrated or (None, None)
     if monitor:  # after the calibration too: it must be judged by the same clocks
         readings.append(monitor.read())
     peak = None

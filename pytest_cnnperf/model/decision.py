@@ -13,7 +13,7 @@ from typing import ClassVar
 from . import units
 from .profile import Attribution
 from .sample import GraphBreak
-from .values import Count, NonNegative, Positive
+from .values import Count, NonNegative, Positive, PositiveInt, Probability
 
 
 class Verdict(str, enum.Enum):
@@ -31,13 +31,52 @@ class Verdict(str, enum.Enum):
         return self.value
 
 
+#: the statistical rules a look can apply, as the reports name them
+TESTS = {"mann-whitney": "exact one-sided Mann-Whitney test"}
+#: how a design splits its error rates over its looks, as the reports name it
+SPENDING = {"bonferroni": "split equally over the looks"}
+
+
+@dataclass(frozen=True)
+class Look:
+    """The look of a sequential comparison that decided it: which of how many planned, the
+    shares of the two error rates it spent, and the rule it applied (``gate.sequential``)."""
+
+    number: PositiveInt
+    of: PositiveInt
+    #: the share of the false-alarm rate ("regressed" on unchanged code) this look spent, and
+    #: the share of the rate of calling a slowdown of the threshold's size "ok"
+    alpha: Probability
+    beta: Probability
+    test: str = "mann-whitney"
+    spending: str = "bonferroni"
+
+    @property
+    def test_name(self) -> str:
+        return TESTS.get(self.test, self.test)
+
+    def __str__(self) -> str:
+        """``look 1 of 3``."""
+        return f"look {self.number} of {self.of}"
+
+    def rates(self) -> str:
+        """``1% false alarms and 5% misses over 3 looks, split equally``."""
+        looks = "1 look" if self.of == 1 else f"{self.of} looks"
+        return (
+            f"{units.percent(self.alpha * self.of)} false alarms and "
+            f"{units.percent(self.beta * self.of)} missed slowdowns over {looks}"
+            + (", split equally" if self.of > 1 and self.spending == "bonferroni" else "")
+        )
+
+
 @dataclass(frozen=True)
 class Comparison:
     """One metric of a fresh measurement against its baseline.
 
     ``change`` is relative and signed so that positive is worse: for throughput the fractional
     loss of items per second, for memory the fractional growth. ``low`` and ``high`` bound it
-    with the gate's confidence; ``p_value`` is the one-sided test for "worse".
+    with the gate's confidence; ``p_value`` is the one-sided test for "worse", at the ``look``
+    that decided it.
     """
 
     metric: str
@@ -55,6 +94,38 @@ class Comparison:
     #: current / baseline); ``change`` allows for it, ``raw_change`` does not
     machine_factor: Positive = 1.0
     raw_change: float | None = None
+    #: throughput: the look of the sequential comparison that decided it
+    look: Look | None = None
+
+    def evidence(self) -> tuple[str, ...]:
+        """The statistics behind a throughput verdict, a sentence a line: the samples, the look,
+        the test against the look's boundary and the bound that decided; then the error rates
+        the design fixed in advance (none for memory)."""
+        look = self.look
+        if self.metric != "throughput" or look is None or self.p_value is None:
+            return ()
+        last = ", the last" if look.number == look.of and look.of > 1 else ""
+        within = "at most" if self.p_value <= look.alpha else "above"
+        test = (
+            f"{self.current_samples} samples now against {self.baseline_samples} ({look}{last}): "
+            f"{look.test_name} p = {self.p_value:.2g}, {within} this look's {look.alpha:.2g}"
+        )
+        if self.verdict is Verdict.REGRESSED and self.low is not None:
+            bound = (
+                f"with {_confidence(look.alpha)} confidence the loss is at least "
+                f"{units.percent(max(self.low, 0.0))}"
+            )
+        elif self.high is not None and self.high < 1:  # 1: no bound (a loss of everything)
+            needs = (
+                " (ok needs it below the threshold)" if self.verdict is Verdict.INCONCLUSIVE else ""
+            )
+            bound = (
+                f"with {_confidence(look.beta)} confidence the loss is at most "
+                f"{units.percent(max(self.high, 0.0))}{needs}"
+            )
+        else:
+            bound = "too few samples to bound the loss"
+        return f"{test}; {bound}", f"error rates fixed in advance: {look.rates()}"
 
 
 @dataclass(frozen=True)
@@ -84,6 +155,11 @@ class CompileComparison:
         if self.compile_s is None or not self.baseline_compile_s:
             return None
         return self.compile_s / self.baseline_compile_s - 1
+
+
+def _confidence(level: float) -> str:
+    """``99.7%`` for a level of 0.0033: the confidence a bound at that level has."""
+    return f"{(1 - level) * 100:.3g}%"
 
 
 # ---- why the gate decided as it did ----
@@ -125,15 +201,17 @@ class NoBaseline(Because):
         return text
 
 
-def _machine(ratio: float) -> str:
-    if ratio >= 1:
-        return f"the machine ran {ratio - 1:.0%} slower than when the baseline was recorded"
-    return f"the machine ran {1 / ratio - 1:.0%} faster than when the baseline was recorded"
+def _speed(ratio: float) -> str:
+    """``8% slower`` for a calibration ratio of 1.08, ``10% faster`` for 1/1.1."""
+    return f"{ratio - 1:.0%} slower" if ratio >= 1 else f"{1 / ratio - 1:.0%} faster"
 
 
 @dataclass(frozen=True)
 class MachineDrift(Because):
-    """The calibration workload ran at another speed than when the baseline was recorded."""
+    """The calibration workload ran at another speed than when the baseline was recorded.
+
+    The gate allows for the part of that drift the calibration is sure of: the bound of its
+    confidence interval nearest no drift (none when the interval holds no drift)."""
 
     kind = "machine-drift"
     #: calibration time now / in the baseline (above 1: the machine runs slower)
@@ -141,16 +219,38 @@ class MachineDrift(Because):
     #: when the verdict depends on how much of the drift reached the benchmark: the verdicts
     #: as measured, allowing for all of it and for twice it; ``None`` when they agree
     verdicts: tuple[Verdict, Verdict, Verdict] | None = None
+    #: the ratio's confidence bounds (``None`` in files written before they were kept)
+    low: Positive | None = None
+    high: Positive | None = None
+
+    @property
+    def allowed(self) -> float:
+        """The drift allowed for: the bound nearest 1, or 1 when the bounds hold it."""
+        if self.low is None or self.high is None:
+            return self.ratio
+        return self.low if self.low > 1 else self.high if self.high < 1 else 1.0
 
     def __str__(self) -> str:
+        speed = _speed(self.ratio)
+        bounds = ""
+        if self.low is not None and self.high is not None and _speed(self.low) != _speed(self.high):
+            bounds = f" ({_speed(self.low)} to {_speed(self.high)})"
+        if self.allowed == 1.0:
+            return (
+                f"the calibration workload ran {speed} than when the baseline was recorded, "
+                f"within its own noise{bounds}: none of it is allowed for"
+            )
+        machine = f"the machine ran {speed} than when the baseline was recorded{bounds}"
+        surely = _speed(self.allowed) != speed
+        allowed = f"the {_speed(self.allowed).split()[0]} it surely did" if surely else "it"
         if self.verdicts is None:
-            return f"{_machine(self.ratio)}; throughput compared after allowing for it"
-        measured, allowed, twice = self.verdicts
+            return f"{machine}; throughput compared after allowing for {allowed}"
+        measured, allowing, twice = self.verdicts
         return (
-            f"{_machine(self.ratio)} (calibration workload), and the verdict depends on how "
-            f"much of that reached this benchmark: {measured} as measured, {allowed} allowing "
-            f"for all of it, {twice} for twice it; re-run it when the machine is as fast as when "
-            "the baseline was recorded"
+            f"{machine} (calibration workload), and the verdict depends on how much of "
+            f"{allowed if surely else 'that'} reached this benchmark: {measured} as measured, "
+            f"{allowing} allowing for all of it, {twice} for twice it; re-run it when the "
+            "machine is as fast as when the baseline was recorded"
         )
 
 
@@ -419,6 +519,25 @@ class ProfileFailed(Because):
 
 
 @dataclass(frozen=True)
+class ImpreciseBaseline(Because):
+    """A save reached its most samples before its median step time was as precise as the gate
+    wants it."""
+
+    kind = "imprecise-baseline"
+    samples: Count
+    #: half the width of the median's confidence interval, as a fraction of the median
+    spread: NonNegative
+    wanted: Positive
+
+    def __str__(self) -> str:
+        return (
+            f"the baseline's median step time is known within +-{units.percent(self.spread)} "
+            f"after {_plural(self.samples, 'sample')}, where +-{units.percent(self.wanted)} was "
+            "wanted: the machine was noisy; record it again when it is quieter"
+        )
+
+
+@dataclass(frozen=True)
 class NotSaved(Because):
     """The benchmark's baseline was measured but not written (the run was interrupted, or its
     file could not be saved)."""
@@ -463,6 +582,7 @@ Reason = (
     | Creep
     | NoProfile
     | ProfileFailed
+    | ImpreciseBaseline
     | NotSaved
     | Remark
 )
@@ -484,13 +604,10 @@ class Decision:
     verdict: Verdict
     throughput: Comparison | None = None
     memory: Comparison | None = None
-    machine_speed: Positive | None = None
     environment_changes: tuple[str, ...] = ()
     reasons: tuple[Reason, ...] = ()
     baseline_file: str | None = None
     failed: bool = False
-    #: whether more samples could change the verdict
-    remeasure: bool = False
     #: compiled benchmarks: graph breaks, recompiles and compile time against the baseline
     compile: CompileComparison | None = None
     #: which operators account for the change (regressed or improved verdicts)

@@ -26,6 +26,7 @@ AT_LEAST_ZERO = Check("a number of at least 0", lambda v: math.isfinite(v) and v
 POSITIVE_INT = Check("a positive int", lambda v: v > 0)
 COUNT = Check("an int of at least 0", lambda v: v >= 0)
 NONEMPTY = Check("at least one value", lambda v: len(v) > 0)
+PROBABILITY = Check("a probability between 0 and 1", lambda v: math.isfinite(v) and 0 <= v <= 1)
 
 #: durations (a step, a sample's calibration, ...)
 Seconds = Annotated[float, POSITIVE]
@@ -38,3 +39,5 @@ Count = Annotated[int, COUNT]
 Bytes = Annotated[int, COUNT]
 #: batch sizes, thread counts, ranks
 PositiveInt = Annotated[int, POSITIVE_INT]
+#: error rates and p-values
+Probability = Annotated[float, PROBABILITY]

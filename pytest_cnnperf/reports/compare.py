@@ -18,8 +18,10 @@ from pathlib import Path
 
 from ..gate.attribute import attribute
 from ..gate.decide import combine, compare_memory, compare_throughput
+from ..gate.design import one_look
 from ..gate.policy import GateSettings, gate_policy
 from ..model import Attribution, Comparison, Environment, Result, Verdict, units
+from ..model.decision import TESTS
 from ..settings import MEMORY_THRESHOLD, THRESHOLD
 from ..store.results_file import FileProblem, Loaded, load
 from . import table, text
@@ -126,7 +128,8 @@ def settings_for(results: Sequence[Result], threshold: float | None) -> GateSett
 
 def pair(old: Result, new: Result, settings: GateSettings) -> Pair:
     before, after = old.measured, new.measured
-    throughput = compare_throughput(before.step_times, after.step_times, settings)
+    look = one_look(settings.policy.alpha, settings.policy.beta)
+    throughput = compare_throughput(before.step_times, after.step_times, settings, look)
     memory = (
         compare_memory(before.memory_peaks, after.memory_peaks, settings)
         if before.memory_peaks and after.memory_peaks
@@ -246,7 +249,7 @@ def lines(
         f"{n} benchmark{'' if n == 1 else 's'} in both: {verdicts}; geometric mean speedup "
         f"{geomean:.2f}x",
         f"speedup: NEW throughput / OLD throughput. regressed: slower beyond "
-        f"{units.percent(threshold)} (one-sided Mann-Whitney test on the per-sample step times) "
+        f"{units.percent(threshold)} ({TESTS['mann-whitney']} on the per-sample step times) "
         f"or peak memory grown beyond {units.percent(memory_threshold)}",
     ]
     if flops:

@@ -44,7 +44,7 @@ def accept_creep_command(nodeid: str, save: bool = False) -> str:
     return f"pytest --cnnperf{also} --cnnperf-creep-accept {shlex.quote(nodeid)}"
 
 
-def comparison_lines(comparison: Comparison, unit: str, alpha: float) -> list[str]:
+def comparison_lines(comparison: Comparison, unit: str) -> list[str]:
     if comparison.metric == "throughput":
         measured = (
             f"throughput  {units.rate(comparison.current, unit)} now, "
@@ -58,16 +58,7 @@ def comparison_lines(comparison: Comparison, unit: str, alpha: float) -> list[st
         else:
             measured += units.change(-comparison.change)
         lines = [measured + f" (fails below -{units.percent(comparison.threshold)})"]
-        evidence = (
-            f"            {comparison.current_samples} samples now against "
-            f"{comparison.baseline_samples}; one-sided Mann-Whitney p = {comparison.p_value:.2g}"
-        )
-        if comparison.low is not None and comparison.verdict is Verdict.REGRESSED:
-            evidence += (
-                f"; with {1 - alpha:.0%} confidence the loss is at least "
-                f"{units.percent(max(comparison.low, 0.0))}"
-            )
-        lines.append(evidence)
+        lines += [f"            {line}" for line in comparison.evidence()]
         return lines
     return [
         f"memory      {units.nbytes(comparison.current)} now, "
@@ -109,14 +100,14 @@ def compile_lines(comparison: CompileComparison) -> list[str]:
     return [line, line2]
 
 
-def failure(result: Result, alpha: float) -> str:
+def failure(result: Result) -> str:
     """Why ``result`` fails its test, with the numbers, the baseline file and the fix."""
     decision = result.decision
     assert decision is not None
     return "\n".join(
         [
             _what_failed(result.key, decision),
-            *_evidence(decision, result.unit, alpha),
+            *_evidence(decision, result.unit),
             *_fixes(result.test_id, decision),
         ]
     )
@@ -170,12 +161,12 @@ def _what_failed(key: str, decision: Decision) -> str:
     return f"{head}: the environment differs from the baseline's (strict mode)"
 
 
-def _evidence(decision: Decision, unit: str, alpha: float) -> list[str]:
+def _evidence(decision: Decision, unit: str) -> list[str]:
     """The figures and notes under a failure's first line."""
     lines: list[str] = []
     for comparison in (decision.throughput, decision.memory):
         if comparison:
-            lines += ["  " + line for line in comparison_lines(comparison, unit, alpha)]
+            lines += ["  " + line for line in comparison_lines(comparison, unit)]
     if decision.compile:
         lines += ["  " + line for line in compile_lines(decision.compile)]
     if decision.attribution:

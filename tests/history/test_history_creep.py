@@ -11,6 +11,7 @@ from factories import ENV
 
 from pytest_cnnperf.gate import creep
 from pytest_cnnperf.gate.creep import Run
+from pytest_cnnperf.gate.design import one_look
 from pytest_cnnperf.gate.policy import CPU, GateSettings
 from pytest_cnnperf.model import (
     BenchConfig,
@@ -26,6 +27,7 @@ from pytest_cnnperf.model import (
 from pytest_cnnperf.reports import explain
 
 SETTINGS = GateSettings(CPU.gate, throughput_threshold=0.10, memory_threshold=0.05, strict=False)
+LOOK = one_look(CPU.gate.alpha, CPU.gate.beta)
 CONFIG = BenchConfig(kind="train_step", model="m", batch_size=8, image_size=(64, 64))
 
 
@@ -66,7 +68,8 @@ RECENT = [run(4, 0.046), run(3, 0.044), run(2, 0.040), run(1, 0.042), run(0, 0.0
 
 
 def judged(current: Result, decision: Decision | None = None) -> Decision:
-    return creep.judge(decision or Decision(Verdict.OK), current, RECENT, SETTINGS, 0.10)
+    judged, _ = creep.judge(decision or Decision(Verdict.OK), current, RECENT, SETTINGS, 0.10, LOOK)
+    return judged
 
 
 def decided(current: Result, decision: Decision) -> Result:
@@ -99,8 +102,9 @@ def test_within_the_threshold_passes_unchanged() -> None:
 
 def test_no_recent_run_leaves_the_decision_alone() -> None:
     before = Decision(Verdict.NEW)
-    after = creep.judge(before, measured(0.08, seed=1), [], SETTINGS, 0.10)
+    after, undecided = creep.judge(before, measured(0.08, seed=1), [], SETTINGS, 0.10, LOOK)
     assert after == before
+    assert not undecided
 
 
 def test_memory_grown_past_the_threshold_fails_too() -> None:
@@ -117,7 +121,7 @@ def test_the_failure_says_it_is_the_history_and_how_to_accept_it() -> None:
     (reason,) = decision.reasons
     assert isinstance(reason, Creep)
     change = reason.comparisons[0].change
-    lines = explain.failure(result, SETTINGS.policy.alpha).splitlines()
+    lines = explain.failure(result).splitlines()
     assert lines[0] == (
         "cnnperf: train_step m bs=8 64x64 regressed (throughput against the best of its recent "
         "runs in the history)"
@@ -140,7 +144,7 @@ def test_a_baseline_regression_and_a_creep_are_accepted_together() -> None:
     baseline_comparison = dataclasses.replace(creep_comparison(decision), verdict=Verdict.REGRESSED)
     decision = dataclasses.replace(decision, throughput=baseline_comparison)
     result = Result(CONFIG, "test_m.py::test_m", environment=ENV, decision=decision)
-    lines = explain.failure(result, SETTINGS.policy.alpha).splitlines()
+    lines = explain.failure(result).splitlines()
     assert lines[0].endswith(
         "regressed (throughput; throughput against the best of its recent runs in the history)"
     )

@@ -94,7 +94,7 @@ def test_every_run_is_appended_at_the_end_of_the_session(
     with open_store(target) as history:
         first = history.entries()[0]
     assert first.run.machine == first.result.environment.machine  # type: ignore[union-attr]
-    assert len(first.result.measured.samples) == 8  # a saving run's samples
+    assert len(first.result.measured.samples) == 9  # a saving run's samples
     assert [test for test, _ in scripted.script.taken][:2] == ["test_a", "test_b"]  # not timed
 
 

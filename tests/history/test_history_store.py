@@ -17,6 +17,7 @@ import pytest
 from pytest_cnnperf.history import store
 from pytest_cnnperf.history.runs import CiRun, GitState, RunInfo
 from pytest_cnnperf.history.store import HistoryProblem, open_store
+from pytest_cnnperf.model import MachineDrift
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -209,7 +210,7 @@ def test_a_result_json_cannot_hold_is_one_message(tmp_path: Path) -> None:
     result = known.result("flat", 0)
     assert result.decision is not None
     broken = dataclasses.replace(
-        result, decision=dataclasses.replace(result.decision, machine_speed=float("nan"))
+        result, decision=dataclasses.replace(result.decision, reasons=(MachineDrift(float("nan")),))
     )
     with open_store(tmp_path / "h.db", create=True) as history:
         with pytest.raises(HistoryProblem) as raised:

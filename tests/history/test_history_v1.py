@@ -26,6 +26,7 @@ import pytest
 
 from pytest_cnnperf.cli import main
 from pytest_cnnperf.gate import creep
+from pytest_cnnperf.gate.design import one_look
 from pytest_cnnperf.gate.policy import CPU, GateSettings
 from pytest_cnnperf.history.record import HistoryLink
 from pytest_cnnperf.history.runs import Entry
@@ -166,7 +167,8 @@ def test_the_creep_gate_compares_with_old_runs(old: Path) -> None:
         measurement=dataclasses.replace(latest.measured, samples=samples),
     )
     settings = GateSettings(CPU.gate, throughput_threshold=0.3, memory_threshold=0.3, strict=False)
-    decision = creep.judge(Decision(Verdict.OK), current, recent, settings, 0.3)
+    last = one_look(CPU.gate.alpha, CPU.gate.beta)
+    decision, _ = creep.judge(Decision(Verdict.OK), current, recent, settings, 0.3, last)
     (reason,) = decision.reasons
     assert isinstance(reason, Creep)
     assert [c.metric for c in reason.comparisons] == ["memory"]
