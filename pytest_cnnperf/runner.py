@@ -21,6 +21,7 @@ import pytest
 
 from . import benchmark
 from .benchmark import ArgumentProblem
+from .gate import sequential
 from .gate.policy import Plan
 from .gate.sequential import Gating, Next, Reference, Saving
 from .measuring.workload import InferenceSpec, TrainSpec, Workload
@@ -300,14 +301,7 @@ class CnnPerf:
             world_size=world_size,
             trace=self._trace_path(key) if profiled else None,
         )
-        design = plan.sampling.design(plan.gate.policy)
-        course: Gating | Saving
-        if plan.save:
-            course = Saving(plan.gate, plan.sampling, design, profiled=profiled)
-        else:
-            course = Gating(
-                plan.gate, design, lambda env: self._reference(env, key), profiled=profiled
-            )
+        course = sequential.course(plan, lambda env: self._reference(env, key), profiled=profiled)
         started = time.perf_counter()
         problem: str | None = None
         try:

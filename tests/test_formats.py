@@ -46,6 +46,7 @@ from pytest_cnnperf.model import (
     MemoryPeak,
     NewGraphBreaks,
     NoBaseline,
+    NoisyCalibration,
     NoProfile,
     NotSaved,
     Peak,
@@ -111,7 +112,8 @@ THROUGHPUT = Comparison(
 MEMORY = Comparison("memory", 1e8, 1.1e8, 0.1, 0.05, Verdict.REGRESSED, None, None, None, 12, 6)
 REASONS: tuple[Reason, ...] = (
     NoBaseline("cpu-test-2t", ("nvidia-h200",)),
-    MachineDrift(1.06, (Verdict.INCONCLUSIVE, Verdict.OK, Verdict.OK)),
+    MachineDrift(1.06, (Verdict.INCONCLUSIVE, Verdict.OK, Verdict.OK), 1.02, 1.1),
+    NoisyCalibration(0.12, 0.1),
     CalibrationChanged("cuda-mm-fp16-2048x4", "cuda-mm-fp16-4096x8"),
     SoftwareChanged(),
     Disturbed(3, 6, Disturbance.QUIET_REGRESSED),
@@ -569,7 +571,7 @@ SAMPLE = ["results", 2, "measurement", "samples", 3]
             ["results", 0, "decision", "reasons", 0],
             '{"kind": "sunspots", "count": 3}',
             "file.results[0].decision.reasons[0].kind: 'sunspots' is not one of 'no-baseline', "
-            "'machine-drift', 'calibration-changed', 'software-changed', 'disturbed', "
+            "'machine-drift', 'noisy-calibration', 'calibration-changed', 'software-changed', 'disturbed', "
             "'untrustworthy-gpu', 'sampling-changed', 'new-graph-breaks', 'recompiled', "
             "'slower-compile', 'cuda-graphs-skipped', 'creep', 'no-profile', 'profile-failed', "
             "'imprecise-baseline', 'not-saved', 'remark'",

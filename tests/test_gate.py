@@ -326,3 +326,42 @@ def test_an_unstamped_cpu_baseline_has_the_cpu_unit_of_today() -> None:
     assert decision.throughput is not None
     assert decision.throughput.machine_factor == pytest.approx(1.06)
     assert not any("calibration workload changed" in note for note in notes(decision))
+
+
+def test_a_calibration_as_noisy_as_the_threshold_cannot_show_a_change() -> None:
+    """A step 30% slower, and a calibration whose samples say 0.85 to 1.25 of the baseline's:
+    its bounds (5% faster to 20% slower) are wider than the threshold either side, so it cannot
+    tell the code's change from the machine's: inconclusive, and the note says why."""
+    current = measurement(times(6, 0.052, seed=2))
+    noisy = tuple(
+        dataclasses.replace(s, calibration_s=1e-3 * f)
+        for s, f in zip(current.measured.samples, (0.85, 1.25, 1.0, 1.1, 0.95, 1.2), strict=True)
+    )
+    current = dataclasses.replace(
+        current, measurement=dataclasses.replace(current.measured, samples=noisy)
+    )
+    assert judge(measurement(times(6, 0.052, seed=2)), BASE, SETTINGS).verdict is Verdict.REGRESSED
+    decision = judge(current, BASE, SETTINGS)
+    assert decision.verdict is Verdict.INCONCLUSIVE
+    assert not decision.failed
+    (drift,) = [n for n in notes(decision) if n.startswith("the machine ran")]
+    assert drift == (
+        "the machine ran 5% slower than when the baseline was recorded (5% faster to 20% "
+        "slower); throughput compared after allowing for it"
+    )
+    (noise,) = [n for n in notes(decision) if "own noise" in n]
+    assert noise.startswith("the calibration workload's own noise (+-1")
+    assert noise.endswith(
+        "%) is larger than the threshold (10%), so the machine's speed cannot be allowed for "
+        "and no change can be shown against a stored baseline; re-run it when the machine is "
+        "quieter"
+    )
+
+
+def test_a_faster_machine_must_not_hide_a_slowdown_from_ok() -> None:
+    """The calibration says the machine ran 10% faster: "ok" must hold after allowing for all
+    of that too, so a step as slow as the baseline's (which on this faster machine is a 10%
+    loss) is not ok."""
+    decision = judge(measurement(times(6, 0.040, seed=2), calibration=0.9e-3), BASE, SETTINGS)
+    assert decision.verdict is not Verdict.OK
+    assert judge(measurement(times(6, 0.040, seed=2)), BASE, SETTINGS).verdict is Verdict.OK

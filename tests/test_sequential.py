@@ -9,6 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 from factories import CONFIG, ENV
+from scripted import Scripted
 
 from pytest_cnnperf.gate.design import Design, doubling
 from pytest_cnnperf.gate.policy import CPU, CUDA, GateSettings, SamplingPolicy
@@ -290,6 +291,49 @@ def test_a_noisy_save_takes_more_samples_up_to_twice_as_many_and_says_so() -> No
 
 def test_a_quick_save_keeps_two_samples() -> None:
     quick = SamplingPolicy(first=1, cap=1, save=2)
-    decision, asked = follow(save(sampling=quick), noisy(0.040, 0.02, seed=2))
+    decision, asked = follow(save(sampling=quick), noisy(0.040, 0.15, seed=2))
     assert decision.verdict is Verdict.SAVED
-    assert asked[0].samples == 2
+    assert [a.samples for a in asked] == [2]  # however noisy: a smoke run
+
+
+# ---- end to end, on scripted samples ----
+
+BENCH = """
+from models import Sleepy
+
+
+def test_a(cnnperf):
+    cnnperf.train_step(Sleepy(name="a"), batch_size=2, image_size=8)
+"""
+
+
+def test_a_run_takes_the_samples_each_look_asks_for(
+    scripted_project: pytest.Pytester, scripted: Scripted
+) -> None:
+    """The project's ini allows four samples (looks after three and four) at a 30% threshold:
+    a save keeps nine (what three against it need), an unchanged rerun stops at its first look,
+    a step twice as slow regresses there, and one 42% slower (a loss of 30%, just past the
+    threshold: the first look cannot tell) is looked at again, and, still undecided at the
+    last look, is inconclusive, which strict mode fails with the look and the rates."""
+    scripted_project.makepyfile(test_bench=BENCH)
+    scripted_project.runpytest("--cnnperf", "--cnnperf-save").assert_outcomes(passed=1)
+    scripted_project.runpytest("--cnnperf").assert_outcomes(passed=1)
+    scripted.slow_down("test_a", 2.0)
+    scripted_project.runpytest("--cnnperf").assert_outcomes(failed=1)
+    scripted.slow_down("test_a", 1.42)
+    result = scripted_project.runpytest("--cnnperf", "--cnnperf-strict")
+    result.assert_outcomes(failed=1)
+    assert [count for _, count in scripted.script.taken] == [9, 3, 3, 3, 1]
+    result.stdout.fnmatch_lines(
+        [
+            "cnnperf: train_step Sleepy bs=2 8x8 opt=sgd is inconclusive (strict mode fails it): "
+            "its samples could not tell, by the last look, whether it changed by the threshold "
+            "or not",
+            "  throughput  * images/s now, 200 images/s in the baseline: -29.*% (fails below -30%)",
+            "              4 samples now against 9 (look 2 of 2, the last): exact one-sided "
+            "Mann-Whitney test p = *, at most this look's 0.005; with 97.5% confidence the loss is "
+            "at most *% (ok needs it below the threshold)",
+            "              error rates fixed in advance: 1% false alarms and 5% missed slowdowns "
+            "over 2 looks, split equally",
+        ]
+    )

@@ -392,8 +392,10 @@ FIELD_NOTES: dict[str, str] = {
     "CompileComparison.verdict": "The compile figures' verdict.",
     # reasons
     "MachineDrift.low": "The calibration ratio's lower confidence bound (90%, two-sided).",
-    "MachineDrift.high": "Its upper bound; the drift allowed for is the bound nearest 1, or none "
-    "when the bounds hold 1.",
+    "MachineDrift.high": "Its upper bound.",
+    "NoisyCalibration.spread": "Half the width of the calibration ratio's bounds, as a fraction: "
+    "larger than the threshold, no change can be shown.",
+    "NoisyCalibration.threshold": "The throughput threshold it was held against.",
     "ImpreciseBaseline.samples": "The samples the save took (its most).",
     "ImpreciseBaseline.spread": "Half the width of the median step time's 90% confidence "
     "interval, as a fraction of the median.",

@@ -2,11 +2,12 @@
 
 Throughput: the per-sample step times of both sides, compared with the exact one-sided
 Mann-Whitney test and the Hodges-Lehmann ratio against the threshold at the look's shares of the
-error rates (``gate.sequential``), after allowing for the machine's drift that the calibration
-workload measured, as far as its own noise allows; samples that something else disturbed cannot
-show a regression. Memory: past its threshold with every sample above every baseline sample.
-Compiled benchmarks: new graph breaks and any recompile while timed fail; compile time only past
-its own threshold. The manual's "How the gate decides" page has the whole method.
+error rates (``gate.design``), after allowing for none, all or twice of the machine's drift that
+the calibration workload measured, and only where its own noise allows; samples that something
+else disturbed cannot show a regression. Memory: past its threshold, confirmed in three samples,
+every one above every baseline sample. Compiled benchmarks: new graph breaks and any recompile
+while timed fail; compile time only past its own threshold. The manual's "How the gate decides"
+page has the whole method.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ..model import (
     Measurement,
     NewGraphBreaks,
     NoBaseline,
+    NoisyCalibration,
     NoProfile,
     ProfileFailed,
     Reason,
@@ -51,6 +53,9 @@ from .policy import GateSettings
 #: memory barely varies, so one sample that agrees with the baseline settles it; a change must
 #: show in this many samples, every one past every baseline sample
 MEMORY_CONFIRMATIONS = 3
+
+
+CHANGES = (Verdict.REGRESSED, Verdict.IMPROVED)
 
 
 def compare_throughput(
@@ -210,12 +215,6 @@ def machine_drift(
     return MachineDrift(shift.ratio, low=low, high=high)
 
 
-#: How much of the machine's drift, as the calibration measured it, may have reached a benchmark:
-#: none, all or twice of it (models follow the machine's drift by anywhere from none to more than
-#: twice of it)
-SHARES = (0.0, 1.0, 2.0)
-
-
 @dataclass(frozen=True)
 class Throughput:
     """The throughput verdict at one look, with the reasons behind it."""
@@ -227,6 +226,27 @@ class Throughput:
     quiet: bool
 
 
+def drift_factors(drift: MachineDrift | None) -> tuple[float, float, float]:
+    """The machine's drift each verdict must hold against, as factors on the current step
+    times, from the calibration's estimate ``m``: a regression whether none, all or twice of a
+    slowdown reached the benchmark (``max(1, m)²``), an improvement likewise (``min(1, m)²``),
+    "ok" whether none or all of a speed-up did (``min(1, m)``: a faster machine hides a
+    slowdown). Models follow the machine's drift by anywhere from none to more than twice of it,
+    and a false alarm costs more than the rare regression left inconclusive."""
+    if drift is None:
+        return 1.0, 1.0, 1.0
+    m = drift.ratio
+    return max(1.0, m) ** 2, min(1.0, m) ** 2, min(1.0, m)
+
+
+def calibration_noise(drift: MachineDrift | None) -> float | None:
+    """Half the width of the calibration ratio's bounds, as a fraction: how far its estimate of
+    the machine's drift can be off (``None``: no bounds)."""
+    if drift is None or drift.low is None or drift.high is None:
+        return None
+    return (math.log(drift.high) - math.log(drift.low)) / 2
+
+
 def judge_throughput(
     measurement: Measurement,
     baseline: Measurement,
@@ -235,34 +255,48 @@ def judge_throughput(
     look: Look,
     software_changed: bool,
 ) -> Throughput:
-    """Throughput at ``look``, over the shares of the machine's drift that may have reached
-    the benchmark, with disturbed samples unable to show a regression."""
+    """Throughput at ``look``, whether none, all or twice of the machine's drift the
+    calibration measured reached the benchmark (no change can be shown where the calibration's
+    own noise is larger than the threshold), with disturbed samples unable to show a
+    regression."""
     reasons: list[Reason] = []
     drift = machine_drift(measurement, baseline, device)
-    factor = drift.allowed if drift is not None else 1.0
+    slowest, fastest, fast = drift_factors(drift)
     items = (baseline.items_per_step, measurement.items_per_step)
 
-    def over_shares(step_times: Sequence[float]) -> dict[float, Comparison]:
-        return {
-            share: compare_throughput(
-                baseline.step_times, step_times, settings, look, factor**share, items=items
-            )
-            for share in (SHARES if factor != 1.0 else (0.0,))
-        }
+    def compared(step_times: Sequence[float], factor: float) -> Comparison:
+        return compare_throughput(
+            baseline.step_times, step_times, settings, look, factor, items=items
+        )
 
-    by_share = over_shares(measurement.step_times)
-    verdict = _holding(_verdicts(by_share))
-    # reported: after allowing for the drift, or as measured when the software changed (the
-    # calibration itself may have changed then)
-    reported = by_share[0.0 if software_changed or factor == 1.0 else 1.0]
+    def verdict_of(step_times: Sequence[float]) -> Verdict:
+        if compared(step_times, slowest).verdict is Verdict.REGRESSED:
+            return Verdict.REGRESSED
+        if compared(step_times, fastest).verdict is Verdict.IMPROVED:
+            return Verdict.IMPROVED
+        if compared(step_times, fast).verdict in (Verdict.OK, Verdict.IMPROVED):
+            return Verdict.OK
+        return Verdict.INCONCLUSIVE
+
+    verdict = verdict_of(measurement.step_times)
+    # reported: after allowing for the drift the calibration measured, or as measured when the
+    # software changed (the calibration itself may have changed then) or there is none
+    estimate = drift.ratio if drift is not None and not software_changed else 1.0
+    reported = compared(measurement.step_times, estimate)
     if drift is not None and not software_changed and abs(drift.ratio - 1) >= 0.02:
-        split = verdict is Verdict.INCONCLUSIVE and reported.verdict is not Verdict.INCONCLUSIVE
-        if split:
-            shares = (by_share[0.0].verdict, by_share[1.0].verdict, by_share[2.0].verdict)
-            drift = dataclasses.replace(drift, verdicts=shares)
+        as_measured = compared(measurement.step_times, 1.0).verdict
+        if verdict is Verdict.INCONCLUSIVE and as_measured is not Verdict.INCONCLUSIVE:
+            twice = compared(measurement.step_times, drift.ratio**2).verdict
+            drift = dataclasses.replace(drift, verdicts=(as_measured, reported.verdict, twice))
         reasons.append(drift)
     if software_changed and drift is not None:
         reasons.append(SoftwareChanged())
+    noise = calibration_noise(drift)
+    if noise is not None and noise > settings.throughput_threshold and verdict in CHANGES:
+        # its own noise as large as the threshold: it cannot tell the code's change from the
+        # machine's, so against a stored baseline no change can be shown
+        verdict = Verdict.INCONCLUSIVE
+        reasons.append(NoisyCalibration(noise, settings.throughput_threshold))
     changed = calibration_change(measurement, baseline, device)
     if changed is not None:
         reasons.append(changed)
@@ -271,7 +305,7 @@ def judge_throughput(
     count, total = sum(flags), len(flags)
     if verdict is Verdict.REGRESSED and count:
         # disturbed samples were slowed by the machine: only the quiet ones can show the code's
-        if quiet and _holding(_verdicts(over_shares(quiet))) is Verdict.REGRESSED:
+        if quiet and verdict_of(quiet) is Verdict.REGRESSED:
             reasons.append(Disturbed(count, total, Disturbance.QUIET_REGRESSED))
         else:
             verdict = Verdict.INCONCLUSIVE
@@ -294,24 +328,6 @@ def throughput_at(
     before, then = measured(reference)
     changed = bool(environment.changes_from(then))
     return judge_throughput(measurement, before, then.device, settings, look, changed)
-
-
-def _verdicts(by_share: dict[float, Comparison]) -> dict[float, Verdict]:
-    return {share: comparison.verdict for share, comparison in by_share.items()}
-
-
-def _holding(verdicts: dict[float, Verdict]) -> Verdict:
-    """The verdict over the shares of the machine's drift: a regression or an improvement must
-    show whether none, all or twice of it reached the benchmark; "ok" (the loss is below the
-    threshold) whether none or all of it did. A false alarm costs more than the rare regression
-    hidden by a benchmark that gained twice what the calibration did on a faster machine."""
-    found = set(verdicts.values())
-    if found in ({Verdict.REGRESSED}, {Verdict.IMPROVED}):
-        return found.pop()
-    acceptable = (Verdict.OK, Verdict.IMPROVED)
-    if all(v in acceptable for share, v in verdicts.items() if share <= 1):
-        return Verdict.OK
-    return Verdict.INCONCLUSIVE
 
 
 def _compile_times(

@@ -36,6 +36,7 @@ from ..model import (
 )
 from . import creep
 from .decide import (
+    CHANGES,
     MEMORY_CONFIRMATIONS,
     Throughput,
     attribution,
@@ -46,7 +47,7 @@ from .decide import (
     throughput_at,
 )
 from .design import Design, median_bounds
-from .policy import GateSettings, SamplingPolicy
+from .policy import GateSettings, Plan, SamplingPolicy
 
 #: samples that profile a benchmark's operators: a baseline's first ones, and a gated run's
 #: once a change shows (three processes: the profiles' noise includes theirs)
@@ -55,8 +56,6 @@ PROFILED_SAMPLES = 3
 #: :data:`PRECISION_LEVEL`) is within this fraction of the throughput threshold either side
 PRECISION = 0.25
 PRECISION_LEVEL = 0.10
-
-CHANGES = (Verdict.REGRESSED, Verdict.IMPROVED)
 
 
 @dataclass(frozen=True)
@@ -226,15 +225,17 @@ class Gating:
 
 class Saving:
     """A baseline recorded: the samples a first look against it needs, then more until the
-    median step time is precise enough (or at twice as many). A save whose compiled step
-    recompiled while timed is not kept: its steady figure would include compiling."""
+    median step time is precise enough (or at twice as many; ``quick`` takes its two as they
+    are). A save whose compiled step recompiled while timed is not kept: its steady figure would
+    include compiling."""
 
     def __init__(
         self, settings: GateSettings, sampling: SamplingPolicy, design: Design, *, profiled: bool
     ) -> None:
         self.settings = settings
         self.least = sampling.save or design.smallest_reference()
-        self.most = 2 * self.least
+        # a save count the effort fixed (quick) is taken as it is
+        self.most = self.least if sampling.save else 2 * self.least
         self.step = design.looks[0]
         self._profiled = profiled and _profiles(settings.attribution)
 
@@ -273,6 +274,17 @@ class Saving:
             failed=failed,
             compile=compiled,
         )
+
+
+def course(
+    plan: Plan, find: Callable[[Environment], Reference], *, profiled: bool
+) -> Gating | Saving:
+    """A benchmark's course under its test's plan: a save, or a gated run against the
+    reference ``find`` gives for the kind of machine its samples ran on."""
+    design = plan.sampling.design(plan.gate.policy)
+    if plan.save:
+        return Saving(plan.gate, plan.sampling, design, profiled=profiled)
+    return Gating(plan.gate, design, find, profiled=profiled)
 
 
 def precision(step_times: Sequence[float]) -> float:

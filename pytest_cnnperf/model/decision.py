@@ -208,10 +208,7 @@ def _speed(ratio: float) -> str:
 
 @dataclass(frozen=True)
 class MachineDrift(Because):
-    """The calibration workload ran at another speed than when the baseline was recorded.
-
-    The gate allows for the part of that drift the calibration is sure of: the bound of its
-    confidence interval nearest no drift (none when the interval holds no drift)."""
+    """The calibration workload ran at another speed than when the baseline was recorded."""
 
     kind = "machine-drift"
     #: calibration time now / in the baseline (above 1: the machine runs slower)
@@ -219,38 +216,41 @@ class MachineDrift(Because):
     #: when the verdict depends on how much of the drift reached the benchmark: the verdicts
     #: as measured, allowing for all of it and for twice it; ``None`` when they agree
     verdicts: tuple[Verdict, Verdict, Verdict] | None = None
-    #: the ratio's confidence bounds (``None`` in files written before they were kept)
+    #: the ratio's 90% confidence bounds (``None`` in files written before they were kept)
     low: Positive | None = None
     high: Positive | None = None
 
-    @property
-    def allowed(self) -> float:
-        """The drift allowed for: the bound nearest 1, or 1 when the bounds hold it."""
-        if self.low is None or self.high is None:
-            return self.ratio
-        return self.low if self.low > 1 else self.high if self.high < 1 else 1.0
-
     def __str__(self) -> str:
-        speed = _speed(self.ratio)
-        bounds = ""
+        machine = f"the machine ran {_speed(self.ratio)} than when the baseline was recorded"
         if self.low is not None and self.high is not None and _speed(self.low) != _speed(self.high):
-            bounds = f" ({_speed(self.low)} to {_speed(self.high)})"
-        if self.allowed == 1.0:
-            return (
-                f"the calibration workload ran {speed} than when the baseline was recorded, "
-                f"within its own noise{bounds}: none of it is allowed for"
-            )
-        machine = f"the machine ran {speed} than when the baseline was recorded{bounds}"
-        surely = _speed(self.allowed) != speed
-        allowed = f"the {_speed(self.allowed).split()[0]} it surely did" if surely else "it"
+            machine += f" ({_speed(self.low)} to {_speed(self.high)})"
         if self.verdicts is None:
-            return f"{machine}; throughput compared after allowing for {allowed}"
+            return f"{machine}; throughput compared after allowing for it"
         measured, allowing, twice = self.verdicts
         return (
-            f"{machine} (calibration workload), and the verdict depends on how much of "
-            f"{allowed if surely else 'that'} reached this benchmark: {measured} as measured, "
-            f"{allowing} allowing for all of it, {twice} for twice it; re-run it when the "
-            "machine is as fast as when the baseline was recorded"
+            f"{machine} (calibration workload), and the verdict depends on how much of that "
+            f"reached this benchmark: {measured} as measured, {allowing} allowing for all of it, "
+            f"{twice} for twice it; re-run it when the machine is as fast as when the baseline "
+            "was recorded"
+        )
+
+
+@dataclass(frozen=True)
+class NoisyCalibration(Because):
+    """The calibration's own noise was as large as the threshold: it could not tell the
+    benchmark's change from the machine's, so no change could be shown."""
+
+    kind = "noisy-calibration"
+    #: half the width of the calibration ratio's bounds, as a fraction
+    spread: NonNegative
+    threshold: Positive
+
+    def __str__(self) -> str:
+        return (
+            f"the calibration workload's own noise (+-{units.percent(self.spread)}) is larger "
+            f"than the threshold ({units.percent(self.threshold)}), so the machine's speed "
+            "cannot be allowed for and no change can be shown against a stored baseline; re-run "
+            "it when the machine is quieter"
         )
 
 
@@ -570,6 +570,7 @@ class Remark(Because):
 Reason = (
     NoBaseline
     | MachineDrift
+    | NoisyCalibration
     | CalibrationChanged
     | SoftwareChanged
     | Disturbed

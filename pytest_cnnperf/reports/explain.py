@@ -155,8 +155,8 @@ def _what_failed(key: str, decision: Decision) -> str:
         return line + (f"\n  note: {missing}" if missing and missing.elsewhere else "")
     if decision.verdict is Verdict.INCONCLUSIVE:
         return (
-            f"{head} is inconclusive (strict mode fails it): the noise is too large to tell a "
-            "change of the threshold's size from none"
+            f"{head} is inconclusive (strict mode fails it): its samples could not tell, by the "
+            "last look, whether it changed by the threshold or not"
         )
     return f"{head}: the environment differs from the baseline's (strict mode)"
 

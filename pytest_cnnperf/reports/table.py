@@ -115,8 +115,8 @@ OPTIONAL = frozenset(
 
 #: what the throughput change is, for a reader who checks it against the two figures
 CHANGE_LEGEND = (
-    "change: the gate's estimate of the throughput change over all samples (positive: faster), "
-    "allowing for the machine's speed where a note says so"
+    "change: the gate's estimate of the throughput change over the samples of the look that "
+    "decided (positive: faster), allowing for the machine's speed where a note says so"
 )
 
 
