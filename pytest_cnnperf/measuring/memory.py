@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model import MemoryPeak
-from .profile import quiet_native_stderr
+from .profile import quiet_native_stderr, raw_events
 from .workload import Workload
 
 
@@ -67,11 +67,11 @@ def cpu_peak(workload: Workload, steps: int) -> MemoryPeak:
                     run()
     memory: list[tuple[int, int]] = []
     windows: list[tuple[int, int]] = []
-    for event in prof.profiler.kineto_results.events():
+    for event in raw_events(prof):
         if event.name() == "[memory]":
             memory.append((event.start_ns(), event.nbytes()))
         elif event.name() == _STEP_LABEL:
-            windows.append((event.start_ns(), event.start_ns() + event.duration_ns()))
+            windows.append((event.start_ns(), event.end_ns()))
     memory.sort()
     windows.sort()
     peak = MemoryPeak(
