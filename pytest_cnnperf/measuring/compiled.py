@@ -22,8 +22,9 @@ compiles cold into it, the others find it warm. On torch before mid-2026 the cac
 thread count, hence the thread count in the folder's name.
 
 Compile errors (``torch._dynamo.exc.TorchDynamoException``: a graph that cannot be traced, a
-backend that crashed, no working C++ compiler) become :class:`CompileFailed` with the compiler's
-message cut to what helps.
+backend that crashed, no working C++ compiler; and what Dynamo lets through as raised, such as an
+internal ``AssertionError``) become :class:`CompileFailed` with the compiler's message cut to
+what helps.
 """
 
 from __future__ import annotations
@@ -36,10 +37,12 @@ import re
 import secrets
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from ..model import Compilation, CompilerStack, CompileSetting, GraphBreak
@@ -130,6 +133,7 @@ class Compiled:
         # a second model of the same class would otherwise reuse what an earlier benchmark of
         # this process compiled, and compile nothing
         torch.compiler.reset()
+        forget_stale_imports()
         self._check_options()
         setting = request.setting
         self._mark_steps = device.type == "cuda" and (
@@ -280,6 +284,29 @@ class Compiled:
         )
 
 
+#: the name under which Dynamo keeps a module that compiled code refers to, in the globals of the
+#: compiled frame (``InstructionTranslator.import_source``)
+_IMPORT_ALIAS = "__import_"
+
+
+def forget_stale_imports() -> None:
+    """Drop the module aliases Dynamo left in modules' globals that name a module no longer the
+    one imported under that name. ``torch.compiler.reset()`` leaves them, and torch 2.5 asserts
+    that an alias is the module imported now: a model's module imported anew in the same process
+    (pytest's own pytester runs do it) then failed every later compile of it."""
+    for module in list(sys.modules.values()):
+        names = getattr(module, "__dict__", None)
+        if not isinstance(names, dict):
+            continue
+        for alias in [n for n in names if isinstance(n, str) and n.startswith(_IMPORT_ALIAS)]:
+            value = names[alias]
+            # a module's alias only (``builtins.__import__`` begins alike)
+            if isinstance(value, ModuleType) and value is not sys.modules.get(
+                alias[len(_IMPORT_ALIAS) :].replace("_dot_", ".")
+            ):
+                del names[alias]
+
+
 #: how Dynamo's metrics name a frame given up at the recompile limit (``cache_size_limit``
 #: before torch 2.6 renamed it)
 _RECOMPILE_LIMIT = re.compile(r"recompile.?limit|cache.?size.?limit", re.IGNORECASE)
@@ -361,16 +388,36 @@ def graph_breaks() -> tuple[GraphBreak, ...]:
 
 def _guarded(run: Callable[[], None]) -> Callable[[], None]:
     def call() -> None:
-        from torch._dynamo.exc import TorchDynamoException
-
         try:
             run()
             return
-        except TorchDynamoException as exc:
+        except Exception as exc:
+            if not while_compiling(exc):
+                raise
             message = describe_failure(exc)
         raise CompileFailed(message)  # outside the except block: no chained traceback
 
     return call
+
+
+#: Dynamo's frame compiler: an exception raised through it was raised while compiling
+_FRAME_COMPILER = os.path.join("torch", "_dynamo", "convert_frame.py")
+
+
+def while_compiling(exc: BaseException) -> bool:
+    """Whether ``exc`` came out of torch.compile compiling, not out of the compiled code running:
+    Dynamo's own exceptions, and those it lets through as they are (an ``AssertionError`` of its
+    own with "from user code:" added), whose traceback passes through its frame compiler."""
+    from torch._dynamo.exc import TorchDynamoException
+
+    if isinstance(exc, TorchDynamoException):
+        return True
+    frame = exc.__traceback__
+    while frame is not None:
+        if frame.tb_frame.f_code.co_filename.endswith(_FRAME_COMPILER):
+            return True
+        frame = frame.tb_next
+    return False
 
 
 _NOISE = (
@@ -388,10 +435,13 @@ def describe_failure(exc: BaseException) -> str:
     """A compile error as the benchmark's reader needs it: its kind, the compiler's message
     up to the first blank line (a C++ compiler's own diagnostic kept), where in the user's code
     Dynamo gave up, and what to do when the fix is known."""
+    from torch._dynamo.exc import TorchDynamoException
+
     inner = getattr(exc, "inner_exception", None)
     cause = inner if isinstance(inner, BaseException) else exc
     kind = type(exc).__name__ + (f" ({type(inner).__name__})" if cause is not exc else "")
-    text = str(cause).strip()
+    # Dynamo appends the user's stack to the message; the stack's last line is said below
+    text = str(cause).split("\nfrom user code:", 1)[0].strip()
     lines = text.splitlines()
     kept: list[str] = []
     for line in lines:
@@ -403,13 +453,21 @@ def describe_failure(exc: BaseException) -> str:
         start = lines.index("Output:") + 1
         kept += [line.rstrip() for line in lines[start:] if line.strip()][:MESSAGE_LINES]
     kept = kept[:MESSAGE_LINES]
-    message = f"torch.compile failed: {kind}: " + "\n".join(kept or [text[:300]])
+    message = f"torch.compile failed: {kind}: " + "\n".join(kept or [text[:300] or "(no message)"])
     stack = getattr(exc, "real_stack", None)
     if stack:
         frame = stack[-1]
         code = (frame.line or "").strip()
         message += f"\n  at {_where(frame.filename, _torch_dir())}:{frame.lineno}" + (
             f": {code}" if code else ""
+        )
+    if not isinstance(exc, TorchDynamoException):
+        import torch
+
+        message += (
+            f"\n  raised inside torch.compile (torch {torch.__version__}) as it compiled the step; "
+            "if the step runs eagerly (compile= left out), the error is torch.compile's: a newer "
+            "torch may compile it"
         )
     if type(cause).__name__ == "InvalidCxxCompiler":
         message += (
