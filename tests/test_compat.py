@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import re
+import signal
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -160,6 +161,7 @@ def test_constraints_print_without_installing(
 FAKE = """#!/bin/sh
 echo "$(basename "$0") $*" >> "$FAKE_LOG"
 if [ "$(basename "$0")" = pytest ]; then
+  grep SigIgn /proc/self/status >> "$FAKE_LOG"
   echo "SKIPPED [1] tests/test_cuda.py:40: needs a CUDA device"
   echo "==== 5 passed, 1 skipped in 2.50s ===="
   exit 0
@@ -193,8 +195,15 @@ def test_a_set_is_installed_fresh_from_its_constraints_and_tested(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    status, calls = run(compat, tmp_path, monkeypatch, "--find-links", "/wheels", "floor")
+    # started in the background, the check inherits SIGINT ignored: the suite must not
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        status, calls = run(compat, tmp_path, monkeypatch, "--find-links", "/wheels", "floor")
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert status == 0
+    ignored = calls.pop()
+    assert int(ignored.split()[1], 16) & (1 << (signal.SIGINT - 1)) == 0, ignored
     envs = tmp_path / "envs"
     assert calls[0] == f"python -m venv --clear {envs / 'floor'}"
     assert calls[1] == (
