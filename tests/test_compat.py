@@ -239,3 +239,19 @@ def test_a_set_that_cannot_install_says_pips_error_and_fails(
         r"\(install \d+ s\): pytest 8\.0, torch 2\.5, .*",
         lines[0],
     )
+
+
+def test_the_floor_the_manual_shows_passing_is_pyprojects(compat: ModuleType) -> None:
+    """Each lower bound in pyproject.toml is the version the check's recorded floor line ran
+    (torch>=2.5 is 2.5.0); a bound changed without running the check again fails here."""
+    text = (ROOT / "docs" / "validation.md").read_text(encoding="utf-8")
+    (line,) = [x for x in text.splitlines() if x.startswith("floor: passed: ")]
+    ran = dict(item.rsplit(" ", 1) for item in line.split("): ", 1)[1].split(", "))
+
+    def release(version: str) -> str:
+        return re.sub(r"(\.0)+$", "", version)
+
+    floor = compat.constraints("floor")
+    assert {name: release(ran[name]) for name in floor} == {
+        name: release(version) for name, version in floor.items()
+    }
