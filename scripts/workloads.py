@@ -6,10 +6,18 @@
 a change the way a commit would: ``QUALITY_EXTRA_IMAGES`` runs forward and backward on that many
 extra images (slower and hungrier), ``QUALITY_EXTRA_PASSES`` runs the first convolution again
 that many times without autograd (slower, memory as before), ``QUALITY_EXTRA_BYTES`` keeps that
-many bytes alive from one step to the next (hungrier, as fast).
+many bytes alive from one step to the next (hungrier, as fast). ``step_time_ratios`` measures how
+much slower each number of extra passes makes the step, and ``passes_for`` picks the number for a
+wanted slowdown.
 """
 
 from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 SOURCE = '''
 import os
@@ -67,3 +75,54 @@ def model(name, extra_images=None, extra_passes=None):
     extra_bytes = int(os.environ.get("QUALITY_EXTRA_BYTES", "0"))
     return Injected(inner, extra_images, extra_bytes, extra_passes)
 '''
+
+
+#: the extra passes whose step times are measured
+PASSES = (2, 4, 6, 8, 12, 16, 20, 24, 28)
+
+
+def step_time_ratios(folder: Path, model: str, rounds: int = 6) -> dict[int, float]:
+    """Step time with each of :data:`PASSES` extra passes of the first convolution over
+    without, in one process, alternating."""
+    code = textwrap.dedent(
+        f"""
+        import statistics, time
+        import torch, torch.nn.functional as F
+        import workload
+        nets = {{}}
+        for extra in (0, *{PASSES!r}):
+            net = workload.model({model!r}, extra_images=0, extra_passes=extra)
+            opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+            nets[extra] = (net, opt)
+        x, y = torch.randn(8, 3, 64, 64), torch.randint(0, 10, (8,))
+        def step_time(extra):
+            net, opt = nets[extra]
+            times = []
+            for i in range(8):
+                t = time.perf_counter()
+                opt.zero_grad(set_to_none=True); F.cross_entropy(net(x), y).backward(); opt.step()
+                if i >= 3: times.append(time.perf_counter() - t)
+            return statistics.median(times)
+        ratios = {{extra: [] for extra in {PASSES!r}}}
+        for _ in range({rounds}):
+            for extra in ratios:
+                ratios[extra].append(step_time(extra) / step_time(0))
+        print(" ".join(f"{{statistics.median(r):.4f}}" for r in ratios.values()))
+        """
+    )
+    output = subprocess.run(
+        [sys.executable, "-c", code], cwd=folder, capture_output=True, text=True, check=True
+    ).stdout
+    return {extra: float(r) for extra, r in zip(PASSES, output.split(), strict=True)}
+
+
+def passes_for(ratios: dict[int, float], slowdown: float) -> tuple[int, float]:
+    """The extra passes that make the step ``slowdown`` times as long (1.3: 30% slower), and the
+    ratio they give: each pass costs the same, so the ratio is a line through 1 at no pass,
+    whose slope is the median of the measured ones (a single ratio is as noisy as the
+    machine)."""
+    slope = statistics.median((ratio - 1) / extra for extra, ratio in ratios.items())
+    if slope <= 0:
+        raise SystemExit(f"extra passes did not slow the step down: {ratios}")
+    passes = max(1, round((slowdown - 1) / slope))
+    return passes, 1 + slope * passes
