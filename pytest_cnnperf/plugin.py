@@ -128,11 +128,44 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if slot and session.device_type == "cpu":
         session.warn(xdist.share_threads(slot[1]))
+    _revisions(config, session)
     started = xdist.controller_workers(config)
     if started:
         request = session.settings[settings.DEVICE]
         xdist.check_gpus(started, device.cuda_device_count(), session.device_type, request.index)
         config.pluginmanager.register(xdist.XdistHooks(session), "cnnperf-xdist")
+
+
+def _revisions(config: pytest.Config, session: Session) -> None:
+    """This process as one side of a comparison with another revision: the revision's own
+    process (started by the head's), or the head gated against it (``--cnnperf-against``)."""
+    from .revision import protocol
+
+    order = protocol.current_order()
+    if order is not None:
+        from .revision.serve import Serving, prepare
+
+        prepare(order)
+        serving = Serving(order, config.stash[SAMPLING], _is_benchmark)
+        config.pluginmanager.register(serving, "cnnperf-serving")
+        return
+    name = session.settings[settings.AGAINST]
+    if name is None:
+        return
+    from .revision import against
+    from .sampling.xdist import WORKTREE_KEY
+
+    workerinput = getattr(config, "workerinput", {})
+    try:
+        session.against = against.prepare(
+            config,
+            name,
+            save=session.settings[settings.SAVE],
+            inprocess=session.settings[settings.INPROCESS],
+            worktree=workerinput.get(WORKTREE_KEY),
+        )
+    except against.AgainstProblem as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _session(config: pytest.Config) -> Session | None:
@@ -178,7 +211,7 @@ def pytest_sessionstart(session: pytest.Session) -> Iterator[None]:
     from .stash import STOPPING
 
     sampling = session.config.stash[SAMPLING]
-    stopping = Stopping(sampling.close)
+    stopping = Stopping(lambda: _stop(session.config))
     session.config.stash[STOPPING] = stopping
     session.config.pluginmanager.register(stopping, "cnnperf-stopping")
     stopping.start()
@@ -187,6 +220,23 @@ def pytest_sessionstart(session: pytest.Session) -> Iterator[None]:
     warning = sampling.start(lambda job: child.run_job(session, sampling, job))
     if warning:
         state.warn(warning)
+    if state.against is not None:  # it collects while this process does
+        from .revision.against import threads_set
+
+        modes = state.settings[settings.CUDNN]
+        ini = {s.ini_name: str(session.config.getini(s.ini_name)) for s in TABLE if s.ini}
+        ini[settings.AGAINST.ini_name] = ""  # the revision's side gates against nothing
+        cudnn = ",".join(m.value for m in modes) if modes else None
+        state.against.start(session.config, state.device, cudnn, ini, threads_set())
+
+
+def _stop(config: pytest.Config) -> None:
+    """End every process the plugin started, and remove the revision's worktree (again:
+    nothing)."""
+    config.stash[SAMPLING].close()
+    state = _session(config)
+    if state is not None and state.against is not None:
+        state.against.close()
 
 
 # ---- collection ----
@@ -370,7 +420,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from .sampling import xdist
     from .stash import STOPPING
 
-    session.config.stash[SAMPLING].close()
+    _stop(session.config)
     remove_cache(state.compile_cache)
     if xdist.worker_slot(session.config):  # the controller merges, saves and reports
         xdist.send(session.config, state)
@@ -422,7 +472,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         return
     from .stash import STOPPING
 
-    config.stash[SAMPLING].close()
+    _stop(config)
     stopping = config.stash.get(STOPPING, None)
     if stopping is not None:
         stopping.restore()

@@ -23,10 +23,11 @@ from . import benchmark
 from .benchmark import ArgumentProblem
 from .gate import sequential
 from .gate.policy import Plan
-from .gate.sequential import Gating, Next, Reference, Saving
+from .gate.sequential import Gating, Next, Pairing, Reference, Saving
 from .measuring.workload import InferenceSpec, TrainSpec, Workload
 from .model import BenchConfig, Decision, Environment, Measurement, Result, Verdict
 from .reports import explain
+from .revision.base import BaseProblem
 from .sampling.manager import Sampler, Target
 from .sampling.messages import BenchmarkError, Site, TakenSample
 from .session import Session
@@ -301,17 +302,21 @@ class CnnPerf:
             world_size=world_size,
             trace=self._trace_path(key) if profiled else None,
         )
-        course = sequential.course(plan, lambda env: self._reference(env, key), profiled=profiled)
         started = time.perf_counter()
         problem: str | None = None
         try:
-            result = self._follow(config, target, course)
+            course, base = self._course(site, world_size, profiled)
+            result = self._follow(config, target, course, base)
             if plan.save and result.verdict is Verdict.SAVED:
                 self._session.queue_baseline(self._location, result)
         except BenchmarkError as exc:
+            if exc.problem == "leak":  # the comparison itself is void: stop the run
+                pytest.exit(f"cnnperf: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
             problem = f"measuring {key} on {self._session.device} failed: {exc}"
         except (BaselineFileError, BaselineSaveError) as exc:
             problem = str(exc)
+        except BaseProblem as exc:
+            pytest.exit(f"cnnperf: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
         duration = time.perf_counter() - started
         if problem is not None:  # failed outside the except block: no chained traceback
             self._fail_error(config, problem, duration)
@@ -332,26 +337,91 @@ class CnnPerf:
             measurement=Measurement(config.batch_size, tuple(t.sample for t in taken), config.unit),
         )
 
-    def _follow(self, config: BenchConfig, target: Target, course: Gating | Saving) -> Result:
-        """Take the samples the gate asks for, look after look, until its decision is final."""
+    def _course(
+        self, site: Site, world_size: int, profiled: bool
+    ) -> tuple[Gating | Saving, Sampler | None]:
+        """The benchmark's course through the gate, and the sampler of the revision it is
+        gated against in this run (``None``: against a stored baseline, or nothing)."""
+        plan, against = self._plan, self._session.against
+        if against is None or plan.save:
+            find = lambda env: self._reference(env, site.key)  # noqa: E731
+            return sequential.course(plan, find, profiled=profiled), None
+        if world_size != 1:
+            raise BenchmarkError(
+                f"world_size={world_size} with {against.option}: data-parallel steps are gated "
+                "against stored baselines only (each side's ranks would need the GPUs at once); "
+                "gate it without --cnnperf-against, or measure it with world_size=1"
+            )
+        side = against.side()
+        absent = side.absent(site.nodeid, site.path)
+        course = sequential.pairing(plan, against.against, profiled=profiled, absent=absent)
+        timeout = self._session.sample_timeout
+        return course, None if absent else side.sampler(timeout)
+
+    def _follow(
+        self,
+        config: BenchConfig,
+        target: Target,
+        course: Gating | Saving,
+        base: Sampler | None = None,
+    ) -> Result:
+        """Take the samples the gate asks for, look after look, until its decision is final
+        (with ``base``, as many of the revision gated against, in turn)."""
         taken: list[TakenSample] = []
+        base_taken: list[TakenSample] = []
         step: Next | None = course.first()
         while step is not None:
-            asked = dataclasses.replace(
-                target,
-                memory_samples=step.memory,
-                flops_samples=step.flops,
-                profile_samples=step.profile,
-            )
-            taken += self._sampler.take(asked, step.samples)
+            if step.paired and base is not None:
+                base = self._take_pairs(target, step, course, base, taken, base_taken)
+            else:
+                taken += self._sampler.take(_asked(target, step), step.samples)
             result = self._measured(config, taken)
-            decision, step = course.look(result)
+            if isinstance(course, Pairing):
+                reference = self._measured(config, base_taken) if base and base_taken else None
+                decision, step = course.look(result, reference)
+            else:
+                decision, step = course.look(result)
+        if base_taken:  # the revision's samples, beside the verdict they decided
+            decision = dataclasses.replace(
+                decision, reference=self._measured(config, base_taken).measured
+            )
         found = decision.attribution
         if found is not None and target.trace and os.path.exists(target.trace):
             decision = dataclasses.replace(
                 decision, attribution=dataclasses.replace(found, trace=target.trace)
             )
         return dataclasses.replace(result, decision=decision)
+
+    def _take_pairs(
+        self,
+        target: Target,
+        step: Next,
+        course: Gating | Saving,
+        base: Sampler,
+        taken: list[TakenSample],
+        base_taken: list[TakenSample],
+    ) -> Sampler | None:
+        """``step.samples`` samples of each side, one after the other, the revision's first in
+        every other pair (A B B A ...: a drift of the machine reaches both alike); the i-th of
+        each with the same passes (the revision's without FLOPs or a trace). Returns the
+        revision's sampler, ``None`` once it turned out not to make this benchmark call."""
+        sampler: Sampler | None = base
+        for i in range(step.samples):
+            asked = _asked(target, step, i)
+            sides = [(self._sampler, asked, taken)]
+            if sampler is not None:
+                theirs = dataclasses.replace(asked, flops_samples=0, trace=None)
+                sides.insert(0 if len(taken) % 2 == 0 else 1, (sampler, theirs, base_taken))
+            for side, what, into in sides:
+                try:
+                    into += side.take(what, 1)
+                except BenchmarkError as exc:
+                    if side is self._sampler or exc.problem != "absent":
+                        raise
+                    assert isinstance(course, Pairing)
+                    course.lost(str(exc))
+                    sampler = None
+        return sampler
 
     def _trace_path(self, key: str) -> str | None:
         """Where the profiled steps of the benchmark ``key`` are written as a trace, with
@@ -399,3 +469,14 @@ class CnnPerf:
         )
         self._session.record(result)
         pytest.fail(f"cnnperf: {message}", pytrace=False)
+
+
+def _asked(target: Target, step: Next, i: int | None = None) -> Target:
+    """``target`` with the passes ``step`` asks of its samples, or (``i``) of its ``i``-th."""
+    if i is None:
+        memory, flops, profile = step.memory, step.flops, step.profile
+    else:
+        memory, flops, profile = (int(i < n) for n in (step.memory, step.flops, step.profile))
+    return dataclasses.replace(
+        target, memory_samples=memory, flops_samples=flops, profile_samples=profile
+    )

@@ -16,12 +16,13 @@ from .gate.policy import Plan, plan
 from .measuring.compiled import compile_cache_root
 from .model import NotSaved, Result, Verdict
 from .models import ModelRegistry
-from .settings import BASELINES, HISTORY, PRUNE, Configuration, Settings
+from .settings import BASELINES, HISTORY, PRUNE, SAMPLE_TIMEOUT, Configuration, Settings
 from .store.baseline import BaselineFileError, BaselineSaveError, BaselineStore, SaveOutcome
 from .store.locations import Location, safe_name
 
 if TYPE_CHECKING:
     from .gate.creep import History
+    from .revision.against import AgainstRun
 
 #: test name -> configuration key -> baseline entry
 Entries = dict[str, dict[str, Result]]
@@ -60,6 +61,8 @@ class Session:
         self.store = BaselineStore(self.settings[BASELINES])
         #: the run history (``--cnnperf-history``), read by the creep gate (set by the plugin)
         self.history: History | None = None
+        #: the revision every benchmark is gated against in this run (``--cnnperf-against``)
+        self.against: AgainstRun | None = None
         self.results: list[Result] = []
         #: baselines to write at the end: (machine, module) -> entries
         self.pending: dict[tuple[str, str], Entries] = defaultdict(dict)
@@ -80,6 +83,11 @@ class Session:
     @property
     def device_type(self) -> str:
         return self.device.split(":")[0]
+
+    @property
+    def sample_timeout(self) -> float:
+        timeout: float = self.settings[SAMPLE_TIMEOUT]
+        return timeout
 
     def plan_for(self, marker: dict[Any, Any] | None) -> Plan:
         """The plan of one test, with its ``@pytest.mark.cnnperf(...)`` arguments."""

@@ -159,6 +159,18 @@ def parse_text(value: object) -> str:
     return str(value).strip()
 
 
+def parse_revision(value: object) -> str:
+    """A git revision as written (``main``, ``origin/main``, ``HEAD~3``, a sha); git itself
+    says whether it knows it."""
+    text = str(value).strip()
+    if not text or text.startswith("-") or any(c.isspace() for c in text):
+        raise ValueError(
+            f"{value!r} is not a git revision; give a branch, a tag or a commit, such as main, "
+            "origin/main, HEAD~1 or a sha"
+        )
+    return text
+
+
 def parse_path(value: object) -> Path:
     return Path(str(value))
 
@@ -392,6 +404,12 @@ SAVE = Setting(
     "save", parse_bool, "Record baselines from this run instead of gating against them",
     flag=True, default=False
 )
+AGAINST: Setting[str | None] = Setting(
+    "against", parse_revision, "Gate every benchmark against the same benchmark measured at "
+    "this git revision (a branch, tag or commit) in the same run, instead of a stored "
+    "baseline: the revision runs from a worktree of its own, its samples in turn with these",
+    flag=True, metavar="REV", ini=True
+)
 PRUNE = Setting(
     "prune", parse_bool, "With --cnnperf-save, also remove the baseline entries of the test "
     "modules that ran whose tests this run did not collect", flag=True, default=False
@@ -510,6 +528,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     CUDNN,
     DEVICE,
     SAVE,
+    AGAINST,
     PRUNE,
     BASELINES,
     MACHINE,

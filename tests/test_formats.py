@@ -22,6 +22,7 @@ from pytest_cnnperf.gate.decide import decide
 from pytest_cnnperf.gate.policy import CPU, GateSettings
 from pytest_cnnperf.history.runs import CiRun, GitState, RunInfo
 from pytest_cnnperf.model import (
+    Against,
     BenchConfig,
     CalibrationChanged,
     Comparison,
@@ -48,6 +49,7 @@ from pytest_cnnperf.model import (
     NoBaseline,
     NoisyCalibration,
     NoProfile,
+    NotAtRevision,
     NotSaved,
     Peak,
     ProfileFailed,
@@ -56,11 +58,13 @@ from pytest_cnnperf.model import (
     Remark,
     Result,
     ResultsFile,
+    Revision,
     Sample,
     SamplingChanged,
     SlowerCompile,
     SoftwareChanged,
     StepFlops,
+    UnequalPairs,
     UntrustworthyGpu,
     Verdict,
 )
@@ -112,11 +116,13 @@ THROUGHPUT = Comparison(
 MEMORY = Comparison("memory", 1e8, 1.1e8, 0.1, 0.05, Verdict.REGRESSED, None, None, None, 12, 6)
 REASONS: tuple[Reason, ...] = (
     NoBaseline("cpu-test-2t", ("nvidia-h200",)),
+    NotAtRevision("main (0123456789)", "its test is not there"),
     MachineDrift(1.06, (Verdict.INCONCLUSIVE, Verdict.OK, Verdict.OK), 1.02, 1.1),
     NoisyCalibration(0.12, 0.1),
     CalibrationChanged("cuda-mm-fp16-2048x4", "cuda-mm-fp16-4096x8"),
     SoftwareChanged(),
     Disturbed(3, 6, Disturbance.QUIET_REGRESSED),
+    UnequalPairs(1, 6, Disturbance.NO_VERDICT),
     UntrustworthyGpu(("GPU clocks were throttled (HwThermalSlowdown)",)),
     SamplingChanged(baseline_in_process=False, current_in_process=True),
     NewGraphBreaks(2, 1, (BREAK,)),
@@ -221,6 +227,10 @@ FULL = Result(
         baseline_file=f"baselines/nvidia-h200/{MODULE}.json",
         failed=True,
         compile=CompileComparison(2, 1, 1, 1, 2, "cold", 12.5, 10.0, 0.2, Verdict.REGRESSED),
+        against=Against(
+            Revision("main", "0123456789abcdef0123456789abcdef01234567", "Faster stem"),
+            Revision("HEAD", "89abcdef0123456789abcdef0123456789abcdef", "Wider", dirty=True),
+        ),
     ),
     duration_s=31.5,
 )
@@ -571,8 +581,9 @@ SAMPLE = ["results", 2, "measurement", "samples", 3]
             ["results", 0, "decision", "reasons", 0],
             '{"kind": "sunspots", "count": 3}',
             "file.results[0].decision.reasons[0].kind: 'sunspots' is not one of 'no-baseline', "
-            "'machine-drift', 'noisy-calibration', 'calibration-changed', 'software-changed', 'disturbed', "
-            "'untrustworthy-gpu', 'sampling-changed', 'new-graph-breaks', 'recompiled', "
+            "'not-at-revision', 'machine-drift', 'noisy-calibration', 'calibration-changed', "
+            "'software-changed', 'disturbed', 'unequal-pairs', 'untrustworthy-gpu', "
+            "'sampling-changed', 'new-graph-breaks', 'recompiled', "
             "'slower-compile', 'cuda-graphs-skipped', 'creep', 'no-profile', 'profile-failed', "
             "'imprecise-baseline', 'not-saved', 'remark'",
         ),

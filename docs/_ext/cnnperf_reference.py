@@ -361,6 +361,17 @@ FIELD_NOTES: dict[str, str] = {
     "reports word as a sentence.",
     "Decision.baseline_file": "The baseline file compared against.",
     "Decision.failed": "Whether the test failed on this benchmark.",
+    "Decision.against": "Gated against a git revision measured in the same run "
+    "(`--cnnperf-against`): that revision and the code under test (`null`: against a stored "
+    "baseline).",
+    "Decision.reference": "With `against`: the revision's samples the verdict compared with.",
+    "Against.base": "The revision gated against.",
+    "Against.head": "The code under test: its commit, and whether its tracked files had local "
+    "changes.",
+    "Revision.name": "The revision as given (`main`, `HEAD~1`; `HEAD` for the code under test).",
+    "Revision.sha": "The commit git resolved it to.",
+    "Revision.subject": "The commit's subject line.",
+    "Revision.dirty": "The checkout's tracked files differed from the commit.",
     "Comparison.metric": "`throughput` or `memory`.",
     "Comparison.baseline": "The baseline's figure: items per second, or peak bytes (medians).",
     "Comparison.current": "This run's figure.",
@@ -402,6 +413,14 @@ FIELD_NOTES: dict[str, str] = {
     "ImpreciseBaseline.wanted": "The spread the save stops at (a quarter of the threshold).",
     "CalibrationChanged.baseline_unit": "The baseline's calibration workload.",
     "CalibrationChanged.current_unit": "This run's.",
+    "NotAtRevision.revision": "The revision gated against.",
+    "NotAtRevision.why": "Why the benchmark is not there: its test file or test is missing, "
+    "or the test makes other benchmark calls.",
+    "UnequalPairs.count": "Pairs of samples (one of each side, taken one after the other) "
+    "disturbed unequally.",
+    "UnequalPairs.total": "All pairs.",
+    "UnequalPairs.effect": "What they did to the verdict: `noted`, `quiet-regressed` (the "
+    "pairs disturbed alike show the regression), `no-verdict`.",
     "Disturbed.count": "Disturbed samples.",
     "Disturbed.total": "All samples.",
     "Disturbed.effect": "What they did to the verdict: `noted`, `quiet-regressed` (the "

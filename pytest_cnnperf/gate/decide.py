@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..model import (
+    Against,
     Attribution,
     CalibrationChanged,
     Comparison,
@@ -42,6 +43,7 @@ from ..model import (
     SlowerCompile,
     SoftwareChanged,
     Spread,
+    UnequalPairs,
     UntrustworthyGpu,
     Verdict,
 )
@@ -330,6 +332,52 @@ def throughput_at(
     return judge_throughput(measurement, before, then.device, settings, look, changed)
 
 
+def unequal_pairs(base: Measurement, current: Measurement) -> tuple[bool, ...]:
+    """For each pair of samples of two sides measured in the same run (the i-th of each, taken
+    one after the other), whether something else disturbed its sides unequally: their threads
+    denied the CPU by more than :data:`BUSY_CORES` apart, or only one side's GPU reporting a
+    problem. A neighbour that slowed both alike cannot fake a change between them."""
+    flags = []
+    for b, c in zip(base.samples, current.samples, strict=False):
+        denied = abs((b.cpu_contention or 0.0) - (c.cpu_contention or 0.0)) > BUSY_CORES
+        health = bool(b.health and b.health.problems) != bool(c.health and c.health.problems)
+        flags.append(denied or health)
+    return tuple(flags)
+
+
+def judge_pairs(
+    measurement: Measurement, base: Measurement, settings: GateSettings, look: Look
+) -> Throughput:
+    """Throughput at ``look`` against the same benchmark at another revision measured in this
+    run, its samples taken in turn with these: compared as measured (the machine's drift
+    reached both sides alike), with pairs disturbed unequally unable to show a regression."""
+    items = (base.items_per_step, measurement.items_per_step)
+    pairs = min(len(base.samples), len(measurement.samples))
+    base_times, times = base.step_times[:pairs], measurement.step_times[:pairs]
+    comparison = compare_throughput(base_times, times, settings, look, items=items)
+    verdict = comparison.verdict
+    reasons: list[Reason] = []
+    flags = unequal_pairs(base, measurement)
+    alike = [i for i, flag in enumerate(flags) if not flag]
+    count, total = sum(flags), len(flags)
+    if verdict is Verdict.REGRESSED and count:
+        shown = (
+            alike
+            and compare_throughput(
+                [base_times[i] for i in alike], [times[i] for i in alike], settings, look
+            ).verdict
+            is Verdict.REGRESSED
+        )
+        if shown:
+            reasons.append(UnequalPairs(count, total, Disturbance.QUIET_REGRESSED))
+        else:
+            verdict = Verdict.INCONCLUSIVE
+            reasons.append(UnequalPairs(count, total, Disturbance.NO_VERDICT))
+    elif mostly(count, total):
+        reasons.append(UnequalPairs(count, total, Disturbance.NOTED))
+    return Throughput(comparison, verdict, tuple(reasons), quiet=bool(alike))
+
+
 def _compile_times(
     measurement: Measurement, baseline: Measurement | None
 ) -> tuple[str | None, float | None, float | None]:
@@ -407,11 +455,14 @@ def decide(
     elsewhere: tuple[str, ...] = (),
     *,
     throughput: Throughput | None = None,
+    against: Against | None = None,
+    absent: Reason | None = None,
 ) -> Decision:
     """The verdict on ``current`` against ``reference`` at ``look`` (``reference`` ``None``:
-    there is none; ``elsewhere`` then names the kinds of machine that have one).
-    ``throughput``: the verdict an earlier look made final, which later samples (taken for
-    memory or a profile) do not decide again."""
+    there is none; ``elsewhere`` then names the kinds of machine that have one, or ``absent``
+    says why). ``throughput``: the verdict an earlier look made final, which later samples
+    (taken for memory or a profile) do not decide again. ``against``: the reference was
+    measured at another revision in this run."""
     measurement, environment = measured(current)
     baseline = measured(reference) if reference is not None else None
     compiled, compile_reasons = judge_compile(
@@ -423,8 +474,9 @@ def decide(
             verdict=Verdict.NEW,
             failed=settings.strict or compile_failed,
             baseline_file=baseline_file,
-            reasons=(NoBaseline(environment.machine, elsewhere), *compile_reasons),
+            reasons=(absent or NoBaseline(environment.machine, elsewhere), *compile_reasons),
             compile=compiled,
+            against=against,
         )
     before, then = baseline
     changes = environment.changes_from(then)
@@ -454,6 +506,7 @@ def decide(
         baseline_file=baseline_file,
         failed=failed,
         compile=compiled,
+        against=against,
     )
 
 

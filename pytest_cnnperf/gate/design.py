@@ -76,6 +76,15 @@ class Design:
             looks = looks[1:]
         return Design(looks, self.alpha, self.beta)
 
+    def paired(self) -> Design:
+        """This design for two sides sampled alike, as many samples of each at every look (a
+        revision gated against another in the same run): without the first looks whose counts
+        cannot reach their share of ``alpha`` against themselves."""
+        looks = self.looks
+        while len(looks) > 1 and smallest_p(looks[0], looks[0]) > self.alpha / len(looks):
+            looks = looks[1:]
+        return Design(looks, self.alpha, self.beta)
+
     def reaches(self, reference: int) -> bool:
         """Whether every look can reach its share of ``alpha`` against ``reference`` samples."""
         share = self.alpha / len(self.looks)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..model import (
+    Against,
     Decision,
     Disturbance,
     Disturbed,
@@ -30,6 +31,7 @@ from ..model import (
     ImpreciseBaseline,
     Look,
     Measurement,
+    NotAtRevision,
     Reason,
     Result,
     Verdict,
@@ -43,6 +45,7 @@ from .decide import (
     decide,
     disturbed,
     judge_compile,
+    judge_pairs,
     mostly,
     throughput_at,
 )
@@ -61,12 +64,15 @@ PRECISION_LEVEL = 0.10
 @dataclass(frozen=True)
 class Next:
     """What the runner samples next: how many samples, and how many of them (the first ones)
-    also measure peak memory, count the step's FLOPs and profile its operators."""
+    also measure peak memory, count the step's FLOPs and profile its operators. ``paired``: as
+    many samples of the revision gated against, in turn with these, the same ones measuring
+    memory and profiling (no FLOPs)."""
 
     samples: int
     memory: int = 0
     flops: int = 0
     profile: int = 0
+    paired: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,10 @@ class Reference:
     elsewhere: tuple[str, ...] = ()
     recent: Sequence[creep.Run] = ()
     creep_threshold: float | None = None
+    #: measured at another revision in this run (``--cnnperf-against``), and why there is no
+    #: entry when the benchmark does not exist there
+    against: Against | None = None
+    absent: NotAtRevision | None = None
 
 
 def _profiles(attribution_mode: str) -> bool:
@@ -92,6 +102,9 @@ class Gating:
 
     ``find(environment)`` gives the reference for the kind of machine the first samples ran on;
     ``profiled``: whether this benchmark's operators can be profiled at all (see the runner)."""
+
+    #: whether the reference's samples are taken in this run, in turn with these
+    paired = False
 
     def __init__(
         self,
@@ -115,10 +128,10 @@ class Gating:
         always = self._profiled and self.settings.attribution == "always"
         return Next(count, memory=1, flops=1, profile=min(count, PROFILED_SAMPLES) if always else 0)
 
-    def look(self, result: Result) -> tuple[Decision, Next | None]:
-        """The decision on every sample taken so far, and what to sample next."""
-        measurement = result.measured
-        taken = len(measurement.samples)
+    def look(self, result: Result, base: Result | None = None) -> tuple[Decision, Next | None]:
+        """The decision on every sample taken so far, and what to sample next (``base``: the
+        other side's samples, when both are measured in this run)."""
+        taken = len(result.measured.samples)
         if self._reference is None:
             assert result.environment is not None
             self._reference = reference = self._find(result.environment)
@@ -129,13 +142,23 @@ class Gating:
                 if taken < wanted:
                     pending = decide(result, None, self.settings, self.design.look(0))
                     return pending, Next(wanted - taken)
+        return self._next(result)
+
+    def _throughput(self, result: Result, reference: Result, look: Look) -> Throughput:
+        return throughput_at(result, reference, self.settings, look)
+
+    def _next(self, result: Result) -> tuple[Decision, Next | None]:
+        """Decide at this look, and say what to sample next, against the reference found."""
+        measurement = result.measured
+        taken = len(measurement.samples)
         reference = self._reference
+        assert reference is not None
         if self._final is not None:
             return self._complete(result), None
         look = self.design.look(self._index)
         if reference.entry is None:
             return self._decide(result, look, None), None
-        throughput = throughput_at(result, reference.entry, self.settings, look)
+        throughput = self._throughput(result, reference.entry, look)
         decision = self._decide(result, look, throughput)
         decision, creep_open = self._creep(decision, result, look)
         last = self._index == len(self.design.looks) - 1
@@ -151,13 +174,14 @@ class Gating:
                 decision.throughput.threshold
             )
             profile = self._profile_wanted(measurement, leaning or memory > 0)
-            return decision, Next(count, memory=min(count, memory), profile=min(count, profile))
+            step = Next(count, memory=min(count, memory), profile=min(count, profile))
+            return decision, dataclasses.replace(step, paired=self.paired)
         self._final = (throughput, look, decision)
         memory = self._memory_wanted(decision, measurement)
         profile = self._profile_wanted(measurement, decision.verdict in CHANGES or memory > 0)
         if memory or profile:  # one more batch completes memory and the profile
             count = max(memory, profile)
-            return decision, Next(count, memory=memory, profile=profile)
+            return decision, Next(count, memory=memory, profile=profile, paired=self.paired)
         return self._complete(result), None
 
     def _decide(self, result: Result, look: Look, throughput: Throughput | None) -> Decision:
@@ -171,6 +195,8 @@ class Gating:
             reference.file,
             reference.elsewhere,
             throughput=throughput,
+            against=reference.against,
+            absent=reference.absent,
         )
 
     def _creep(self, decision: Decision, result: Result, look: Look) -> tuple[Decision, bool]:
@@ -193,7 +219,9 @@ class Gating:
         ``attribution="always"``, until three samples took one; none when the baseline has no
         profile to compare them with (the decision then says so)."""
         entry = self._reference.entry if self._reference else None
-        if not self._profiled or entry is None or entry.measured.profile is None:
+        if not self._profiled or entry is None:
+            return 0
+        if entry.measured.profile is None and not self.paired:  # the reference profiles too
             return 0
         if not change and self.settings.attribution != "always":
             return 0
@@ -221,6 +249,54 @@ class Gating:
         found, why = attribution(entry.measured, result.measured, memory)
         reasons = decision.reasons + ((why,) if why else ())
         return dataclasses.replace(decision, attribution=found, reasons=reasons)
+
+
+class Pairing(Gating):
+    """A benchmark gated against the same benchmark at another revision, both measured in this
+    run (``--cnnperf-against``): every look has as many samples of each side, taken in turn,
+    compared as they are (see ``gate.decide.judge_pairs``). ``absent``: why the benchmark does
+    not exist at that revision (it is then new, from its first look)."""
+
+    paired = True
+
+    def __init__(
+        self,
+        settings: GateSettings,
+        design: Design,
+        against: Against,
+        *,
+        profiled: bool,
+        absent: str | None = None,
+    ) -> None:
+        super().__init__(settings, design.paired(), lambda _: Reference(None), profiled=profiled)
+        self.against = against
+        self.absent = absent
+
+    def first(self) -> Next:
+        if self.absent is not None:  # nothing to compare with: a first look's samples
+            return Next(min(self.design.looks[0], FIRST_NEW), memory=1, flops=1)
+        return dataclasses.replace(super().first(), paired=True)
+
+    def lost(self, why: str) -> None:
+        """The revision gated against turned out not to make this benchmark call."""
+        self.absent = why
+        self._reference = None
+
+    def look(self, result: Result, base: Result | None = None) -> tuple[Decision, Next | None]:
+        if self.absent is not None or base is None:
+            why = self.absent or "it was not measured there"
+            absent = NotAtRevision(str(self.against.base), why)
+            self._reference = Reference(None, against=self.against, absent=absent)
+            return self._decide(result, self.design.look(0), None), None
+        self._reference = Reference(base, against=self.against)
+        return self._next(result)
+
+    def _throughput(self, result: Result, reference: Result, look: Look) -> Throughput:
+        return judge_pairs(result.measured, reference.measured, self.settings, look)
+
+
+#: samples of a benchmark that has nothing to be compared with
+FIRST_NEW = 3
 
 
 class Saving:
@@ -285,6 +361,13 @@ def course(
     if plan.save:
         return Saving(plan.gate, plan.sampling, design, profiled=profiled)
     return Gating(plan.gate, design, find, profiled=profiled)
+
+
+def pairing(plan: Plan, against: Against, *, profiled: bool, absent: str | None) -> Pairing:
+    """A benchmark's course gated against the revision ``against`` names, measured in this run
+    (``absent``: why the benchmark does not exist there)."""
+    design = plan.sampling.design(plan.gate.policy)
+    return Pairing(plan.gate, design, against, profiled=profiled, absent=absent)
 
 
 def precision(step_times: Sequence[float]) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .config import BenchConfig, CompilerStack, CompileSetting, Environment, Flags, OptionValue
 from .decision import (
+    Against,
     CalibrationChanged,
     Comparison,
     CompileComparison,
@@ -20,14 +21,17 @@ from .decision import (
     NoBaseline,
     NoisyCalibration,
     NoProfile,
+    NotAtRevision,
     NotSaved,
     ProfileFailed,
     Reason,
     Recompiled,
     Remark,
+    Revision,
     SamplingChanged,
     SlowerCompile,
     SoftwareChanged,
+    UnequalPairs,
     UntrustworthyGpu,
     Verdict,
 )
@@ -47,6 +51,7 @@ from .sample import (
 )
 
 __all__ = [
+    "Against",
     "Attribution",
     "BenchConfig",
     "CalibrationChanged",
@@ -75,6 +80,7 @@ __all__ = [
     "NoBaseline",
     "NoProfile",
     "NoisyCalibration",
+    "NotAtRevision",
     "NotSaved",
     "OperatorChange",
     "OperatorTime",
@@ -88,12 +94,14 @@ __all__ = [
     "Remark",
     "Result",
     "ResultsFile",
+    "Revision",
     "Sample",
     "SamplingChanged",
     "SlowerCompile",
     "SoftwareChanged",
     "Spread",
     "StepFlops",
+    "UnequalPairs",
     "UntrustworthyGpu",
     "Verdict",
 ]

@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from . import units
 from .profile import Attribution
-from .sample import GraphBreak
+from .sample import GraphBreak, Measurement
 from .values import Count, NonNegative, Positive, PositiveInt, Probability
 
 
@@ -162,6 +162,44 @@ def _confidence(level: float) -> str:
     return f"{(1 - level) * 100:.3g}%"
 
 
+@dataclass(frozen=True)
+class Revision:
+    """A git commit, as the user named it and as git resolved it."""
+
+    #: as given: ``main``, ``HEAD~3``, a sha
+    name: str
+    sha: str
+    #: its subject line
+    subject: str = ""
+    #: the checkout's tracked files differ from the commit (the code under test only)
+    dirty: bool = False
+
+    @property
+    def short(self) -> str:
+        return self.sha[:10]
+
+    def __str__(self) -> str:
+        """``main (0123456789)``, ``0123456789 with local changes``."""
+        named = (
+            self.short
+            if self.name in (self.sha, self.short, "HEAD")
+            else (f"{self.name} ({self.short})")
+        )
+        return named + (" with local changes" if self.dirty else "")
+
+
+@dataclass(frozen=True)
+class Against:
+    """What a same-job comparison compared (``--cnnperf-against``): the revision its reference
+    was measured at, in the same run, and the code under test."""
+
+    base: Revision
+    head: Revision
+
+    def __str__(self) -> str:
+        return f"{self.head} against {self.base}, both measured in this run"
+
+
 # ---- why the gate decided as it did ----
 
 
@@ -199,6 +237,20 @@ class NoBaseline(Because):
         if self.elsewhere:
             text += f"; baselines of it exist for {', '.join(self.elsewhere)}"
         return text
+
+
+@dataclass(frozen=True)
+class NotAtRevision(Because):
+    """The benchmark does not exist as such at the revision it is gated against: its test is
+    not there, or makes other benchmark calls there."""
+
+    kind = "not-at-revision"
+    #: the revision, as the reports name it
+    revision: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"new since {self.revision}: {self.why}"
 
 
 def _speed(ratio: float) -> str:
@@ -324,6 +376,33 @@ class Disturbed(Because):
         if self.effect is Disturbance.RECORDED:
             return f"the machine was busy: {samples}; record it again on a quiet machine"
         return f"the machine was busy: {samples}"
+
+
+@dataclass(frozen=True)
+class UnequalPairs(Because):
+    """Pairs of samples (one of each side, taken one after the other) that something else
+    disturbed unequally (see ``gate.decide.unequal_pairs``): a neighbour that slowed one side of
+    a pair more than the other."""
+
+    kind = "unequal-pairs"
+    count: Count
+    total: Count
+    effect: Disturbance
+
+    def __str__(self) -> str:
+        pairs = (
+            f"{self.count} of {self.total} pairs of samples were disturbed unequally (one "
+            "side's threads kept waiting for the CPU, or its GPU reporting a problem, more than "
+            "the other's)"
+        )
+        if self.effect is Disturbance.QUIET_REGRESSED:
+            return f"{pairs}; the other {self.total - self.count} alone show the regression"
+        if self.effect is Disturbance.NO_VERDICT:
+            return (
+                f"the machine was busy: {pairs}, and the pairs disturbed alike do not show a "
+                "regression: no throughput verdict; re-run it when the machine is quieter"
+            )
+        return f"the machine was busy: {pairs}"
 
 
 @dataclass(frozen=True)
@@ -569,11 +648,13 @@ class Remark(Because):
 
 Reason = (
     NoBaseline
+    | NotAtRevision
     | MachineDrift
     | NoisyCalibration
     | CalibrationChanged
     | SoftwareChanged
     | Disturbed
+    | UnequalPairs
     | UntrustworthyGpu
     | SamplingChanged
     | NewGraphBreaks
@@ -613,6 +694,10 @@ class Decision:
     compile: CompileComparison | None = None
     #: which operators account for the change (regressed or improved verdicts)
     attribution: Attribution | None = None
+    #: gated against another revision measured in the same run (``--cnnperf-against``): which,
+    #: and its samples
+    against: Against | None = None
+    reference: Measurement | None = None
 
     @property
     def creep(self) -> Reason | None:

@@ -44,11 +44,32 @@ def accept_creep_command(nodeid: str, save: bool = False) -> str:
     return f"pytest --cnnperf{also} --cnnperf-creep-accept {shlex.quote(nodeid)}"
 
 
-def comparison_lines(comparison: Comparison, unit: str) -> list[str]:
+def reference(decision: Decision) -> str:
+    """Where the figures compared with were measured, as a failure message says it: ``in the
+    baseline``, or ``at main (0123456789)``."""
+    return f"at {decision.against.base}" if decision.against else "in the baseline"
+
+
+def compared(results: Sequence[Result]) -> list[str]:
+    """What the session compared, when it gated against a revision: one line each."""
+    seen = dict.fromkeys(r.decision.against for r in results if r.decision and r.decision.against)
+    return [
+        f"gated against {a.base} measured in this run: {a.base.subject or a.base.sha}; the code "
+        f"under test is {a.head}"
+        for a in seen
+        if a is not None
+    ]
+
+
+def comparison_lines(
+    comparison: Comparison, unit: str, where: str = "in the baseline"
+) -> list[str]:
+    """A comparison's figures and evidence; ``where``: where the figures compared with were
+    measured (:func:`reference`)."""
     if comparison.metric == "throughput":
         measured = (
             f"throughput  {units.rate(comparison.current, unit)} now, "
-            f"{units.rate(comparison.baseline, unit)} in the baseline: "
+            f"{units.rate(comparison.baseline, unit)} {where}: "
         )
         if comparison.machine_factor != 1.0 and comparison.raw_change is not None:
             measured += (
@@ -62,7 +83,7 @@ def comparison_lines(comparison: Comparison, unit: str) -> list[str]:
         return lines
     return [
         f"memory      {units.nbytes(comparison.current)} now, "
-        f"{units.nbytes(comparison.baseline)} in the baseline at peak: "
+        f"{units.nbytes(comparison.baseline)} {where} at peak: "
         f"{units.change(comparison.change)} (fails above +{units.percent(comparison.threshold)})"
     ]
 
@@ -146,6 +167,11 @@ def _what_failed(key: str, decision: Decision) -> str:
         return f"{head} regressed ({'; '.join(what)})"
     if compiled:
         return f"{head} failed ({' and '.join(compiled)})"
+    if decision.verdict is Verdict.NEW and decision.against:
+        return (
+            f"{head} is not at {decision.against.base}, so nothing was compared (strict mode "
+            "fails benchmarks without a reference)"
+        )
     if decision.verdict is Verdict.NEW:
         line = (
             f"{head} has no baseline in {decision.baseline_file} "
@@ -164,9 +190,10 @@ def _what_failed(key: str, decision: Decision) -> str:
 def _evidence(decision: Decision, unit: str) -> list[str]:
     """The figures and notes under a failure's first line."""
     lines: list[str] = []
+    where = reference(decision)
     for comparison in (decision.throughput, decision.memory):
         if comparison:
-            lines += ["  " + line for line in comparison_lines(comparison, unit)]
+            lines += ["  " + line for line in comparison_lines(comparison, unit, where)]
     if decision.compile:
         lines += ["  " + line for line in compile_lines(decision.compile)]
     if decision.attribution:
@@ -175,6 +202,8 @@ def _evidence(decision: Decision, unit: str) -> list[str]:
     lines += [f"  environment changed: {change}" for change in decision.environment_changes]
     lines += [f"  note: {note}" for note in notes(decision, compile_failures=False)]
     missing = decision.no_baseline
+    if decision.against:
+        lines.append(f"  against     {decision.against}")
     if decision.baseline_file and missing is None:
         lines.append(f"  baseline    {decision.baseline_file}")
     elif decision.baseline_file and decision.verdict is not Verdict.NEW:
@@ -188,6 +217,8 @@ def _fixes(test_id: str, decision: Decision) -> list[str]:
     compiled = compile_failures(decision)
     creep = decision.creep
     missing = decision.no_baseline
+    if decision.against is not None:
+        return _fixes_against(decision)
     if decision.verdict is Verdict.INCONCLUSIVE:
         lines.append(
             "  Re-run it, measure more with --cnnperf-effort=thorough, or widen the threshold "
@@ -212,6 +243,24 @@ def _fixes(test_id: str, decision: Decision) -> list[str]:
     if missing and missing.elsewhere:
         lines.append("  " + _share_hint(missing.elsewhere))
     return lines
+
+
+def _fixes_against(decision: Decision) -> list[str]:
+    """What to do about a benchmark gated against a revision: nothing is recorded to accept."""
+    assert decision.against is not None
+    base = decision.against.base
+    if decision.verdict is Verdict.INCONCLUSIVE:
+        return [
+            "  Re-run it, measure more with --cnnperf-effort=thorough, or widen the threshold "
+            "with @pytest.mark.cnnperf(threshold=...)."
+        ]
+    if decision.verdict is Verdict.NEW:
+        return ["  Gate it against a revision that has it, or leave --cnnperf-strict off."]
+    return [
+        f"  Compared with {base} in the same run, so the machine's speed is not the cause. If "
+        "the change is intended, merge it: what is merged is what later runs are gated "
+        "against. --cnnperf-trace=DIR writes the profiled steps to look at."
+    ]
 
 
 def _share_hint(machines: Sequence[str]) -> str:

@@ -57,6 +57,15 @@ def properties(result: Result) -> list[tuple[str, str]]:
         props += _efficiency(m)
     if d is not None and d.baseline_file:
         props.append(("baseline_file", d.baseline_file))
+    if d is not None and d.against:
+        props += [
+            ("against", d.against.base.name),
+            ("against_sha", d.against.base.sha),
+            (
+                "head_sha",
+                d.against.head.sha + (" with local changes" if d.against.head.dirty else ""),
+            ),
+        ]
     if result.error:
         props.append(("error", result.error))
     return [(PREFIX + name, value) for name, value in props]

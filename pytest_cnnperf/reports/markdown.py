@@ -153,6 +153,9 @@ def _attention(results: Sequence[Result]) -> list[str]:
 def render(results: Sequence[Result], verbose: bool = False) -> str:
     """The whole summary as Markdown (GitHub-flavoured tables)."""
     lines = [f"### {title(results)}", ""]
+    against = explain.compared(results)
+    if against:
+        lines += [*[text(line[0].upper() + line[1:]) + "." for line in against], ""]
     failures = _attention(results)
     if failures:
         lines += [*failures, ""]

@@ -32,7 +32,9 @@ def styled_lines(
     right = [i for i, c in enumerate(columns) if c.figure]
     header, *body = text.columns([c.header for c in columns], table.cells(rows, columns), right)
     worst = table.counts(results)[0][0] if results else None
-    out: list[tuple[str, Verdict | None]] = [(table.summary(results), worst), ("", None)]
+    out: list[tuple[str, Verdict | None]] = [(table.summary(results), worst)]
+    out += [(line, None) for line in explain.compared(results)]
+    out.append(("", None))
     out.append((header, None))
     out += [(line, r.verdict) for line, r in zip(body, results, strict=True)]
     notes = [f"note: {r.test}: {note}" for r in rows for note in r.notes]

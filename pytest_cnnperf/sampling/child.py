@@ -19,6 +19,8 @@ import pytest
 from _pytest.runner import runtestprotocol  # the protocol without reporting, as xdist uses it
 
 from ..model import Result
+from ..revision.imports import leak_check
+from ..stash import SESSION
 from .messages import ChildReport, Job, Site, TakenSample, describe_error, write_report
 
 if TYPE_CHECKING:
@@ -46,10 +48,14 @@ class ChildSampler:
 
     def take(self, target: Target, count: int) -> NoReturn:
         job = self.job
-        if target.site.key != job.site.key:
+        leak = leak_check()
+        if leak is not None:
+            report = ChildReport(error=leak, problem="leak")
+        elif target.site.key != job.site.key:
             report = ChildReport(
                 error=f"the test asked for {target.site.key!r} where the pytest process measured "
-                f"{job.site.key!r}; a benchmark test must make the same calls in every run"
+                f"{job.site.key!r}; a benchmark test must make the same calls in every run",
+                problem="absent",
             )
         else:
             try:
@@ -70,7 +76,7 @@ class ChildSampler:
         sample, environment = take_sample(
             target.build(self.device, 1),
             self.device,
-            target.plan,
+            job.plan or target.plan,
             memory_pass=job.memory,
             in_process=False,
             ignore_pids=frozenset({job.parent_pid}),
@@ -116,6 +122,9 @@ def run_job(session: pytest.Session, sampling: Sampling, job: Job) -> None:
     if current is not None:
         torch.cuda.set_device(current)
     sampling.use(ChildSampler(job, device))
+    state = config.stash.get(SESSION, None)
+    if state is not None:  # a sample process measures one sample and gates nothing
+        state.against = None
     _go_quiet(config)
     config.option.pyargs = False  # the job names a file
     collection_errors: list[str] = []
@@ -144,4 +153,8 @@ def run_job(session: pytest.Session, sampling: Sampling, job: Job) -> None:
         error = f"the test ended before it reached benchmark #{site.index + 1} ({site.key})"
     if failures:
         error += ":\n" + "\n".join(failures)
-    write_report(job, ChildReport(error=error))
+    leak = leak_check()
+    if leak is not None:
+        write_report(job, ChildReport(error=leak, problem="leak"))
+    else:
+        write_report(job, ChildReport(error=error, problem=None if failures else "absent"))

@@ -25,6 +25,7 @@ import select
 import shutil
 import signal
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -193,7 +194,7 @@ class Zygote:
         except OSError:  # it died (the out-of-memory killer, a kill)
             raise BenchmarkError("the sample-process server ended unexpectedly") from None
 
-    def _receive(self, timeout: float) -> dict[str, Any] | None:
+    def receive(self, timeout: float) -> dict[str, Any] | None:
         ready, _, _ = select.select([self._replies], [], [], timeout)
         if not ready:
             return None
@@ -207,7 +208,7 @@ class Zygote:
         """Wait for the zygote's self-check; ``False`` (with ``unusable`` set) if it failed."""
         if self._ready is None:
             try:
-                message = self._receive(timeout=PROBE_TIMEOUT_S + CUDA_PROBE_TIMEOUT_S + 120)
+                message = self.receive(timeout=PROBE_TIMEOUT_S + CUDA_PROBE_TIMEOUT_S + 120)
             except BenchmarkError as exc:
                 self.unusable, self._ready = str(exc), False
                 return False
@@ -224,16 +225,16 @@ class Zygote:
         return their reports, the one that failed first first; processes that outlive
         ``timeout`` are killed."""
         self._send({"op": "run", "jobs": [JOB.dump(job) for job in jobs]})
-        started = self._receive(timeout=60)
+        started = self.receive(timeout=60)
         if started is None:
             raise BenchmarkError("the sample-process server did not answer")
         pids: list[int] = started["pids"]
-        finished = self._receive(timeout=timeout)
+        finished = self.receive(timeout=timeout)
         if finished is None:
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-            self._receive(timeout=60)
+            self.receive(timeout=60)
             error = (
                 f"the sample process took longer than {timeout:g} s (cnnperf_sample_timeout) "
                 "and was killed; if it needs longer, raise cnnperf_sample_timeout in the ini file"
@@ -253,6 +254,24 @@ class Zygote:
         self._counter += 1
         return str(self._workdir / f"sample-{self._counter}{suffix}")
 
+    def relay(self, requests_fd: int, replies_fd: int) -> None:
+        """Pass another process's requests (lines on ``requests_fd``) to this zygote and its
+        replies back (on ``replies_fd``), until that process closes its end: a revision gated
+        against takes samples for the head this way (``revision``)."""
+        incoming = os.fdopen(requests_fd, "rb", buffering=0)
+        while True:
+            ready, _, _ = select.select([incoming, self._replies], [], [])
+            if incoming in ready:
+                line = incoming.readline()
+                if not line:
+                    return
+                os.write(self._requests, line)
+            if self._replies in ready:
+                reply = self._replies.readline()
+                if not reply:
+                    return
+                os.write(replies_fd, reply)
+
     def kill(self) -> None:
         """End the zygote and every process it started, at once (safe in a signal handler)."""
         if self._reaped:  # its id may belong to another process by now
@@ -263,15 +282,25 @@ class Zygote:
             else:
                 os.kill(self.pid, signal.SIGKILL)
 
-    def close(self) -> None:
-        """End the zygote and its processes, and remove their files."""
+    def close(self, grace: float = 0.0) -> None:
+        """End the zygote and its processes, and remove their files; ``grace``: seconds it
+        may take to end on its own once its pipe is closed, before it is killed."""
         with contextlib.suppress(OSError):
             os.close(self._requests)
         with contextlib.suppress(OSError):
             self._replies.close()
+        deadline = time.monotonic() + grace
+        while not self._reaped and time.monotonic() < deadline:
+            try:
+                self._reaped = os.waitpid(self.pid, os.WNOHANG)[0] == self.pid
+            except ChildProcessError:
+                self._reaped = True
+            if not self._reaped:
+                time.sleep(0.05)
         self.kill()
         with contextlib.suppress(ChildProcessError):
-            os.waitpid(self.pid, 0)
+            if not self._reaped:
+                os.waitpid(self.pid, 0)
         self._reaped = True
         shutil.rmtree(self._workdir, ignore_errors=True)
 
@@ -318,33 +347,34 @@ class ProcessSampler:
     def replayed(self, site: Site) -> Result | None:
         return None
 
+    def job(self, target: Target, i: int, rank: int, rendezvous: str | None) -> Job:
+        """The job of rank ``rank`` of the ``i``-th sample of ``target``."""
+        return Job(
+            site=target.site,
+            replay=target.replay,
+            out=self.zygote.new_path(".json"),
+            rank=rank,
+            world_size=target.world_size,
+            rendezvous=rendezvous,
+            parent_pid=os.getpid(),
+            memory=i < target.memory_samples,
+            flops=i < target.flops_samples,
+            profile=i < target.profile_samples,
+        )
+
     def take(self, target: Target, count: int) -> list[TakenSample]:
         taken = []
         for i in range(count):
             # ranks of a data-parallel step meet through a file, so no port is picked or leaked
             rendezvous = self.zygote.new_path(".store") if target.world_size > 1 else None
-            jobs = [
-                Job(
-                    site=target.site,
-                    replay=target.replay,
-                    out=self.zygote.new_path(".json"),
-                    rank=rank,
-                    world_size=target.world_size,
-                    rendezvous=rendezvous,
-                    parent_pid=os.getpid(),
-                    memory=i < target.memory_samples,
-                    flops=i < target.flops_samples,
-                    profile=i < target.profile_samples,
-                )
-                for rank in range(target.world_size)
-            ]
+            jobs = [self.job(target, i, rank, rendezvous) for rank in range(target.world_size)]
             reports = self.zygote.run(jobs, self.timeout)
             errors = [r for r in reports if r.error]
             if errors:
                 failed = cause(errors)
                 ranks = target.world_size
                 where = f"rank {failed.rank} of {ranks}: " if ranks > 1 else ""
-                raise BenchmarkError(where + str(failed.error))
+                raise BenchmarkError(where + str(failed.error), failed.problem)
             first = next(r.taken for r in reports if r.rank == 0)
             if first is None:
                 raise BenchmarkError("the sample process sent no measurement")

@@ -14,13 +14,21 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..measuring.sample import SamplePlan
 from ..model import Environment, Result, Sample
 from ..model.values import Count, PositiveInt
 from ..store.codec import Document
 
 
 class BenchmarkError(Exception):
-    """A benchmark could not be measured; the message says what was being measured and why."""
+    """A benchmark could not be measured; the message says what was being measured and why.
+    ``problem``: ``absent`` when the code measured does not make the benchmark call asked for
+    (the test is not there, or makes other calls), ``leak`` when the revision gated against
+    imported the project from outside its worktree (``revision.imports``)."""
+
+    def __init__(self, message: str, problem: str | None = None) -> None:
+        super().__init__(message)
+        self.problem = problem
 
 
 @dataclass(frozen=True)
@@ -66,17 +74,26 @@ class Job:
     flops: bool = False
     #: whether this sample also profiles the step's operators (the benchmark's first)
     profile: bool = False
+    #: how to take the sample, when it is not the sample process's own (the revision gated
+    #: against takes the head's)
+    plan: SamplePlan | None = None
+
+
+#: ``ChildReport.problem``: what kind of failure it is, where the asker treats kinds apart
+PROBLEMS = ("absent", "leak")
 
 
 @dataclass(frozen=True)
 class ChildReport:
-    """What a sample process answers: its sample, or why it has none."""
+    """What a sample process answers: its sample, or why it has none (``problem``: its kind,
+    see :class:`BenchmarkError`)."""
 
     taken: TakenSample | None = None
     error: str | None = None
     rank: Count = 0
     #: when the error happened (``time.time()``): among ranks, the earliest is the cause
     failed_at: float | None = None
+    problem: str | None = None
 
 
 JOB: Document[Job] = Document("pytest-cnnperf/job", 2, Job, "job")

@@ -12,7 +12,7 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from ..session import Session
 
 KEY = "cnnperf"
+#: the key under which the controller hands a worker the revision's worktree
+WORKTREE_KEY = "cnnperf_against_worktree"
 
 
 def worker_slot(config: pytest.Config) -> tuple[int, int] | None:
@@ -159,6 +161,13 @@ class XdistHooks:
 
     def __init__(self, session: Session) -> None:
         self.session = session
+
+    @pytest.hookimpl
+    def pytest_configure_node(self, node: Any) -> None:
+        """Hand the revision's worktree to the worker (``--cnnperf-against``): made once."""
+        against = self.session.against
+        if against is not None:
+            node.workerinput[WORKTREE_KEY] = str(against.worktree.path)
 
     @pytest.hookimpl
     def pytest_testnodedown(self, node: object, error: object) -> None:

@@ -1,0 +1,282 @@
+"""The revision gated against, as the head's pytest process sees it: a pytest process of its own
+in the revision's worktree, with this plugin and the head's settings, that collects the tests
+there, forks its own zygote, and takes the samples the head asks for.
+
+A copy of the head's process could not do this: by the time it could be forked, the head's
+conftest, test modules and project package are imported. The base process is started with the
+same interpreter, the same torch threads and devices, the ``cnnperf_*`` ini values of the head
+(``-o``: the revision's ini file does not set them), its paths mapped into the worktree; it
+answers with a :class:`~protocol.Handshake`, then relays sample requests to its zygote in the
+zygote's own protocol, so that :class:`~sampling.manager.Zygote` in this process drives it as it
+drives the head's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ..model import Against
+from ..sampling.manager import WORKDIR_PREFIX, ProcessSampler, Target, Zygote
+from ..sampling.messages import BenchmarkError, Job
+from .git import Worktree
+from .protocol import ENV, HANDSHAKE, Handshake, Order, order_text
+
+#: how long the base process may take to start, import torch and collect the tests
+HANDSHAKE_TIMEOUT_S = 300.0
+#: the lines of its output a failure shows
+LOG_LINES = 30
+#: how long it may take to end on its own, cleaning up, once the head is done with it
+CLOSE_GRACE_S = 10.0
+
+
+class BaseProblem(Exception):
+    """The revision's side could not be started or used; the message says why and what to do."""
+
+
+class BaseSampler(ProcessSampler):
+    """Samples of the revision's side: the head's jobs, with the test's file in the worktree
+    and the head's plan (the revision's own markers and ini do not decide how it is measured)."""
+
+    def __init__(self, zygote: Zygote, timeout: float, worktree: Worktree) -> None:
+        super().__init__(zygote, timeout)
+        self.worktree = worktree
+
+    def job(self, target: Target, i: int, rank: int, rendezvous: str | None) -> Job:
+        job = super().job(target, i, rank, rendezvous)
+        path = self.worktree.to_worktree(Path(target.site.path))
+        site = dataclasses.replace(job.site, path=str(path) if path else target.site.path)
+        return dataclasses.replace(job, site=site, plan=target.plan)
+
+    def take(self, target: Target, count: int) -> list[Any]:
+        try:
+            return super().take(target, count)
+        except BenchmarkError as exc:
+            if exc.problem is not None:
+                raise
+            where = self.worktree.revision
+            raise BenchmarkError(f"at {where}: {exc}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """How the base process is started: its command line and folder."""
+
+    command: tuple[str, ...]
+    cwd: Path
+
+
+def launch(
+    config: Any,
+    worktree: Worktree,
+    device: str,
+    cudnn: str | None,
+    ini: dict[str, str],
+) -> Launch | None:
+    """The base process's command line, or ``None`` when none of the paths pytest was given
+    exists at the revision (every benchmark is then new). ``config``: the head's pytest
+    config; ``ini``: the ``cnnperf_*`` ini values it passes on, by name."""
+    paths = []
+    for arg in config.args:
+        part = Path(str(arg).split("::", 1)[0])
+        origin = config.invocation_params.dir if _from_command_line(config) else config.rootpath
+        mapped = worktree.to_worktree(part if part.is_absolute() else Path(origin) / part)
+        if mapped is not None and mapped.exists() and str(mapped) not in paths:
+            paths.append(str(mapped))
+    if not paths:
+        return None
+    cwd = worktree.to_worktree(Path(config.invocation_params.dir))
+    if cwd is None or not cwd.is_dir():
+        cwd = worktree.path
+    rootdir = worktree.to_worktree(Path(config.rootpath)) or worktree.path
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
+    command += ["--cnnperf", f"--cnnperf-device={device}", f"--rootdir={rootdir}"]
+    command += [f"--import-mode={config.option.importmode}"]
+    inifile = worktree.to_worktree(Path(config.inipath)) if config.inipath else None
+    if inifile is not None and inifile.exists():
+        command += ["-c", str(inifile)]
+    if cudnn:
+        command.append(f"--cudnn={cudnn}")
+    for name, value in ini.items():  # the head's values, and none of the revision's own
+        command += ["-o", f"{name}={value}"]
+    if config.pluginmanager.hasplugin("xdist"):
+        command += ["-n", "0"]  # one process: the head's worker (or the head) drives it
+    return Launch((*command, *paths), cwd)
+
+
+def _from_command_line(config: Any) -> bool:
+    """Whether pytest's args came from the command line (else from ``testpaths``, which are
+    relative to the rootdir)."""
+    source = getattr(config, "args_source", None)
+    return source is None or getattr(source, "name", "") in ("ARGS", "INVOCATION_DIR")
+
+
+class BaseSide:
+    """The revision's pytest process, its handshake, and the sampler that drives it."""
+
+    def __init__(
+        self,
+        against: Against,
+        worktree: Worktree,
+        option: str,
+        process: subprocess.Popen[bytes] | None,
+        zygote: Zygote | None,
+        log: Path | None,
+    ) -> None:
+        self.against = against
+        self.worktree = worktree
+        self.option = option
+        self._process = process
+        self._zygote = zygote
+        self._log = log
+        self._handshake: Handshake | None = None
+        self._sampler: BaseSampler | None = None
+
+    @classmethod
+    def start(
+        cls,
+        against: Against,
+        worktree: Worktree,
+        option: str,
+        how: Launch | None,
+        threads: int | None = None,
+    ) -> BaseSide:
+        """Start the base process (``how`` ``None``: there is nothing to start)."""
+        if how is None:
+            return cls(against, worktree, option, None, None, None)
+        requests_read, requests_write = os.pipe()
+        replies_read, replies_write = os.pipe()
+        workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-base-"))
+        log = workdir / "base.log"
+        order = Order(
+            requests_fd=requests_read,
+            replies_fd=replies_write,
+            head_pid=os.getpid(),
+            head_top=str(worktree.top),
+            worktree=str(worktree.path),
+            option=option,
+            threads=threads,
+        )
+        with open(log, "wb") as output:
+            process = subprocess.Popen(
+                how.command,
+                cwd=how.cwd,
+                env={**os.environ, ENV: order_text(order)},
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                pass_fds=(requests_read, replies_write),
+                start_new_session=True,  # its own group: the head's Ctrl-C is the head's
+            )
+        os.close(requests_read)
+        os.close(replies_write)
+        zygote = Zygote(process.pid, requests_write, replies_read, workdir)
+        return cls(against, worktree, option, process, zygote, log)
+
+    def handshake(self) -> Handshake:
+        """What the base process collected (waits for it, once); ``BaseProblem`` when it
+        failed to start."""
+        if self._handshake is not None:
+            return self._handshake
+        if self._zygote is None:
+            self._handshake = Handshake(plugin="")
+            return self._handshake
+        deadline = time.monotonic() + HANDSHAKE_TIMEOUT_S
+        message = None
+        while message is None and time.monotonic() < deadline:
+            try:
+                message = self._zygote.receive(timeout=1.0)
+            except BenchmarkError:  # it exited
+                break
+            if message is None and self._exited():
+                break
+        if message is None:
+            raise BaseProblem(self._failed("did not start"))
+        self._handshake = handshake = HANDSHAKE.load(message)
+        import pytest_cnnperf
+
+        ours = str(Path(pytest_cnnperf.__file__).resolve())
+        if handshake.plugin and str(Path(handshake.plugin).resolve()) != ours:
+            raise BaseProblem(
+                f"{self.option}: the revision's side loaded pytest-cnnperf from "
+                f"{handshake.plugin}, not this run's {ours}: the comparison must not measure "
+                "changes to the plugin. The revision has its own pytest_cnnperf package where "
+                "pytest starts; run pytest from another folder, or install pytest-cnnperf "
+                "rather than running it from the checkout"
+            )
+        if handshake.leak:
+            raise BaseProblem(handshake.leak)
+        return handshake
+
+    def absent(self, nodeid: str, path: str) -> str | None:
+        """Why the test ``nodeid`` (in file ``path``) does not exist at the revision, or
+        ``None`` when it does; ``BenchmarkError`` when its file cannot be collected there."""
+        handshake = self.handshake()
+        if nodeid in handshake.tests:
+            return None
+        relative = self.worktree.to_worktree(Path(path))
+        inside = relative.relative_to(self.worktree.path) if relative else None
+        for file, error in handshake.errors:
+            if inside is not None and Path(file) == inside:
+                raise BenchmarkError(
+                    f"at {self.against.base}, {file} cannot be collected:\n{error}"
+                )
+        if relative is None or not relative.exists():
+            return "its test file is not there"
+        return "its test is not there"
+
+    def sampler(self, timeout: float) -> BaseSampler:
+        """The sampler of the revision's side (``BaseProblem`` when it cannot take samples)."""
+        if self._sampler is None:
+            zygote = self._zygote
+            if zygote is None:
+                raise BaseProblem(f"{self.option}: nothing was started to measure the revision")
+            self.handshake()
+            if not zygote.wait_ready():
+                raise BaseProblem(
+                    f"{self.option}: the revision's sample processes cannot start: "
+                    f"{zygote.unusable}"
+                )
+            self._sampler = BaseSampler(zygote, timeout, self.worktree)
+        return self._sampler
+
+    def _exited(self) -> bool:
+        return self._process is not None and self._process.poll() is not None
+
+    def _failed(self, what: str) -> str:
+        code = self._process.poll() if self._process else None
+        status = f" (exit status {code})" if code is not None else ""
+        return (
+            f"{self.option}: the pytest process of {self.against.base} {what}{status}; its "
+            f"output ends:\n{self._tail()}"
+        )
+
+    def _tail(self) -> str:
+        if self._log is None:
+            return ""
+        with contextlib.suppress(OSError):
+            lines = self._log.read_text(errors="replace").splitlines()
+            return "\n".join(lines[-LOG_LINES:])
+        return ""
+
+    def kill(self) -> None:
+        """End the base process and its samples at once (safe in a signal handler)."""
+        if self._zygote is not None:
+            self._zygote.kill()
+
+    def close(self) -> None:
+        """End the base process (it ends its own samples and removes their files once its
+        pipe closes) and remove its files."""
+        if self._zygote is not None:
+            self._zygote.close(grace=CLOSE_GRACE_S)  # its log goes with its working folder
+        if self._process is not None:
+            with contextlib.suppress(ChildProcessError):
+                self._process.wait()
+            self._process = None

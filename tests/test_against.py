@@ -1,0 +1,647 @@
+"""Gating against a git revision measured in the same run (``--cnnperf-against``): the paired
+design and verdicts on scripted samples, the leak check, git's answers and worktrees, and whole
+runs in throw-away repositories."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import time
+import types
+import uuid
+from pathlib import Path
+
+import pytest
+from factories import CONFIG, ENV
+
+from pytest_cnnperf.gate.policy import CPU, CUDA, GateSettings
+from pytest_cnnperf.gate.sequential import Next, Pairing
+from pytest_cnnperf.model import (
+    Against,
+    Decision,
+    Measurement,
+    MemoryPeak,
+    NotAtRevision,
+    Result,
+    Revision,
+    Sample,
+    UnequalPairs,
+    Verdict,
+)
+from pytest_cnnperf.revision import git
+from pytest_cnnperf.revision.imports import leak_message, leaks
+from pytest_cnnperf.settings import parse_revision
+
+SETTINGS = GateSettings(CPU.gate, throughput_threshold=0.10, memory_threshold=0.05, strict=False)
+DESIGN = CPU.sampling.design(CPU.gate)
+AGAINST = Against(
+    Revision("main", "0123456789abcdef0123456789abcdef01234567", "Faster stem"),
+    Revision("HEAD", "89abcdef0123456789abcdef0123456789abcdef", "Wider"),
+)
+
+
+# ---- the paired design and its verdicts, on scripted samples ----
+
+
+def test_paired_looks_start_where_equal_counts_can_reach_their_share_of_alpha() -> None:
+    """Three against three can never give p below 1/20; six against six can (1/924)."""
+    assert DESIGN.looks == (3, 6, 12)
+    assert DESIGN.paired().looks == (6, 12)
+    assert CUDA.sampling.design(CUDA.gate).paired().looks == (6,)
+
+
+def _sample(step: float, index: int, asked: Next, contention: float = 0.0) -> Sample:
+    return Sample(
+        step_time_s=step,
+        step_times_s=(step,) * 4,
+        calibration_s=1e-3,
+        memory=MemoryPeak(100 << 20, 100 << 20, "test") if index < asked.memory else None,
+        cpu_contention=contention,
+    )
+
+
+def _result(samples: list[Sample]) -> Result:
+    return Result(
+        config=CONFIG,
+        test_id="tests/test_m.py::test_m",
+        environment=ENV,
+        measurement=Measurement(CONFIG.batch_size, tuple(samples), CONFIG.unit),
+    )
+
+
+def follow_pairs(
+    course: Pairing,
+    head: list[float],
+    base: list[float],
+    head_denied: list[float] | None = None,
+    base_denied: list[float] | None = None,
+) -> tuple[Decision, list[Next]]:
+    """Run ``course`` as the runner does, the two sides' samples drawn from the lists in order."""
+    ours: list[Sample] = []
+    theirs: list[Sample] = []
+    asked: list[Next] = []
+    step: Next | None = course.first()
+    decision = None
+    while step is not None:
+        asked.append(step)
+        for i in range(step.samples):
+            k = len(ours)
+            ours.append(_sample(head[k], i, step, (head_denied or [0.0] * 99)[k]))
+            if step.paired:
+                theirs.append(_sample(base[k], i, step, (base_denied or [0.0] * 99)[k]))
+        decision, step = course.look(_result(ours), _result(theirs) if theirs else None)
+    assert decision is not None
+    return decision, asked
+
+
+def pairing(absent: str | None = None) -> Pairing:
+    return Pairing(SETTINGS, DESIGN, AGAINST, profiled=False, absent=absent)
+
+
+def test_both_sides_are_sampled_alike_and_a_clear_slowdown_regresses_at_the_first_look() -> None:
+    decision, asked = follow_pairs(pairing(), head=[0.030] * 12, base=[0.020] * 12)
+    assert decision.verdict is Verdict.REGRESSED
+    assert [(n.samples, n.paired) for n in asked] == [(6, True)]
+    assert decision.against == AGAINST
+    assert decision.throughput is not None
+    assert (decision.throughput.current_samples, decision.throughput.baseline_samples) == (6, 6)
+    assert decision.throughput.machine_factor == 1.0  # no drift to allow for between the sides
+
+
+def test_identical_sides_are_ok_and_no_drift_is_allowed_for() -> None:
+    steps = [0.020 * (1 + 0.01 * (i % 3)) for i in range(12)]
+    decision, _ = follow_pairs(pairing(), head=steps, base=list(reversed(steps)))
+    assert decision.verdict is Verdict.OK
+    assert decision.reasons == ()
+
+
+def test_pairs_disturbed_unequally_cannot_show_a_regression() -> None:
+    """A neighbour that denied the head's samples a core made them slower than their pairs:
+    that is the neighbour's doing, not the code's."""
+    denied = [0.8] * 12
+    decision, asked = follow_pairs(
+        pairing(), head=[0.030] * 12, base=[0.020] * 12, head_denied=denied
+    )
+    assert decision.verdict is Verdict.INCONCLUSIVE
+    assert len(asked) == 1  # no pair was disturbed alike: more samples cannot help
+    (reason,) = decision.reasons
+    assert isinstance(reason, UnequalPairs)
+    assert str(reason) == (
+        "the machine was busy: 6 of 6 pairs of samples were disturbed unequally (one side's "
+        "threads kept waiting for the CPU, or its GPU reporting a problem, more than the "
+        "other's), and the pairs disturbed alike do not show a regression: no throughput "
+        "verdict; re-run it when the machine is quieter"
+    )
+
+
+def test_pairs_disturbed_alike_still_show_a_regression() -> None:
+    """A busy neighbour slows both sides of a pair alike; the code's slowdown still shows."""
+    decision, _ = follow_pairs(
+        pairing(),
+        head=[0.060] * 12,
+        base=[0.040] * 12,
+        head_denied=[0.7] * 12,
+        base_denied=[0.72] * 12,
+    )
+    assert decision.verdict is Verdict.REGRESSED
+    assert decision.reasons == ()
+
+
+def test_a_benchmark_the_revision_lacks_is_new_after_a_first_look_of_its_own() -> None:
+    decision, asked = follow_pairs(pairing("its test is not there"), head=[0.02] * 12, base=[])
+    assert decision.verdict is Verdict.NEW
+    assert [(n.samples, n.paired) for n in asked] == [(3, False)]
+    (reason,) = decision.reasons
+    assert reason == NotAtRevision("main (0123456789)", "its test is not there")
+    assert str(reason) == "new since main (0123456789): its test is not there"
+
+
+def test_a_revision_that_turns_out_to_make_other_calls_makes_the_benchmark_new() -> None:
+    course = pairing()
+    course.first()
+    course.lost("the test ended before it reached benchmark #1 (m)")
+    head = _result([_sample(0.02, i, Next(6, memory=1)) for i in range(6)])
+    decision, step = course.look(head, None)
+    assert step is None
+    assert decision.verdict is Verdict.NEW
+    assert "new since main (0123456789): the test ended" in str(decision.reasons[0])
+
+
+# ---- the leak check ----
+
+
+def _module(name: str, file: Path) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__file__ = str(file)
+    return module
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> tuple[Path, Path]:
+    """A checkout with a src-layout package and its revision's worktree."""
+    head, worktree = tmp_path / "head", tmp_path / "worktree"
+    for top in (head, worktree):
+        (top / "src" / "proj").mkdir(parents=True)
+        (top / "src" / "proj" / "__init__.py").write_text("")
+        (top / "tests").mkdir()
+        (top / "tests" / "test_perf.py").write_text("")
+        (top / "profile.py").write_text("")  # shadows the standard library's
+    return head, worktree
+
+
+def test_the_projects_modules_imported_from_the_worktree_are_no_leak(
+    checkout: tuple[Path, Path],
+) -> None:
+    head, worktree = checkout
+    modules = {
+        "proj": _module("proj", worktree / "src" / "proj" / "__init__.py"),
+        "test_perf": _module("test_perf", worktree / "tests" / "test_perf.py"),
+        "profile": _module("profile", Path(sysconfig.get_path("stdlib")) / "profile.py"),
+        "pytest_cnnperf": _module("pytest_cnnperf", head / "pytest_cnnperf" / "__init__.py"),
+    }
+    path = [str(worktree / "src"), str(worktree / "tests")]
+    assert leaks(worktree, head, modules, path, environ={}) == []
+
+
+@pytest.mark.parametrize(
+    ("origin", "pythonpath", "how"),
+    [("head", "", "checkout"), ("head", "HEAD_SRC", "pythonpath"), ("site", "", "installed")],
+    ids=["editable", "pythonpath", "installed"],
+)
+def test_a_project_module_imported_from_elsewhere_is_a_leak_saying_where_and_the_fix(
+    checkout: tuple[Path, Path], origin: str, pythonpath: str, how: str
+) -> None:
+    head, worktree = checkout
+    site = Path(sysconfig.get_path("purelib"))
+    file = (head / "src" if origin == "head" else site) / "proj" / "__init__.py"
+    environ = {"PYTHONPATH": str(head / "src")} if pythonpath else {}
+    found = leaks(worktree, head, {"proj": _module("proj", file)}, [str(worktree)], environ)
+    assert [(leak.module, leak.how) for leak in found] == [("proj", how)]
+    message = leak_message(found, "--cnnperf-against=main", worktree)
+    assert message.startswith(
+        f"--cnnperf-against=main: the revision's side imported the project's code from outside "
+        f"its worktree ({worktree}): proj from {file}, "
+    )
+    assert "It would measure the code under test against itself." in message
+    if how == "pythonpath":
+        assert message.endswith(
+            "Give PYTHONPATH relative paths (they resolve inside the worktree)."
+        )
+    else:
+        assert message.endswith(
+            "Uninstall the project from this environment (pip uninstall NAME) and let pytest "
+            "put it on the path (pythonpath = src, or the project's folder, in the ini file)."
+        )
+
+
+# ---- git ----
+
+
+def run(folder: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    folder = tmp_path / "repo"
+    folder.mkdir()
+    run(folder, "init", "-q", "-b", "main")
+    (folder / "a.txt").write_text("a")
+    run(folder, "add", "a.txt")
+    run(folder, "commit", "-qm", "First")
+    (folder / "a.txt").write_text("b")
+    run(folder, "commit", "-qam", "Second")
+    return folder
+
+
+def test_a_revision_is_resolved_with_its_subject_and_the_head_says_local_changes(
+    repo: Path,
+) -> None:
+    base = git.resolve(repo, "HEAD~1", "--cnnperf-against=HEAD~1")
+    assert (base.name, base.subject, len(base.sha)) == ("HEAD~1", "First", 40)
+    assert str(base) == f"HEAD~1 ({base.sha[:10]})"
+    assert not git.head(repo).dirty
+    (repo / "a.txt").write_text("c")
+    head = git.head(repo)
+    assert head.dirty
+    assert str(head) == f"{head.sha[:10]} with local changes"
+
+
+def test_an_unknown_revision_is_refused_naming_it_and_the_forms(repo: Path) -> None:
+    with pytest.raises(git.GitProblem) as caught:
+        git.resolve(repo, "mian", "--cnnperf-against=mian")
+    assert str(caught.value) == (
+        "--cnnperf-against=mian: git knows no commit 'mian'; give a branch, a tag or a commit "
+        "that git rev-parse accepts (git fetch origin first if it is a remote's)"
+    )
+
+
+def test_a_shallow_clone_without_the_revision_says_what_to_fetch(
+    repo: Path, tmp_path: Path
+) -> None:
+    shallow = tmp_path / "shallow"
+    run(tmp_path, "clone", "-q", "--depth=1", f"file://{repo}", str(shallow))
+    first = run(repo, "rev-parse", "HEAD~1")
+    with pytest.raises(git.GitProblem) as caught:
+        git.resolve(shallow, first, f"--cnnperf-against={first}")
+    assert str(caught.value) == (
+        f"--cnnperf-against={first}: this clone is shallow and does not have {first}; fetch it "
+        f"(git fetch --deepen=50 origin, or git fetch origin {first}), or clone with the "
+        "history it needs (actions/checkout: fetch-depth: 0)"
+    )
+
+
+def test_outside_a_repository_the_option_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(git.GitProblem) as caught:
+        git.toplevel(tmp_path, "--cnnperf-against=main")
+    assert str(caught.value).startswith(f"--cnnperf-against=main: {tmp_path} is not in a git ")
+    assert str(caught.value).endswith(
+        "run pytest inside the project's git checkout, or gate against stored baselines without it"
+    )
+
+
+def state(folder: Path) -> tuple[str, ...]:
+    """What a user of the checkout would notice changing."""
+    return (
+        run(folder, "rev-parse", "HEAD"),
+        run(folder, "symbolic-ref", "-q", "HEAD"),
+        run(folder, "status", "--porcelain", "--ignored"),
+        run(folder, "for-each-ref"),
+        run(folder, "stash", "list"),
+        run(folder, "worktree", "list", "--porcelain"),
+    )
+
+
+def test_a_worktree_is_made_apart_and_removed_leaving_the_checkout_as_it_was(repo: Path) -> None:
+    before = state(repo)
+    base = git.resolve(repo, "HEAD~1", "--cnnperf-against=HEAD~1")
+    tree = git.Worktree.add(repo, base)
+    assert tree.path.name.startswith(f"{git.WORKTREE_PREFIX}{os.getpid()}-")
+    assert (tree.path / "a.txt").read_text() == "a"
+    assert git.Worktree.add(repo, base).path == tree.path  # made once, reused by its sha
+    assert tree.to_worktree(repo / "x" / "y.py") == tree.path / "x" / "y.py"
+    tree.remove()
+    assert not tree.path.exists()
+    assert state(repo) == before
+
+
+def test_the_worktree_of_a_killed_run_is_removed_by_the_next(repo: Path) -> None:
+    base = git.resolve(repo, "HEAD~1", "--cnnperf-against=HEAD~1")
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    left = (
+        Path(git.tempfile.gettempdir()) / f"{git.WORKTREE_PREFIX}{dead.stdout.strip()}-{base.short}"
+    )
+    run(repo, "worktree", "add", "--detach", "-q", str(left), base.sha)
+    tree = git.Worktree.add(repo, base)
+    assert not left.exists()
+    assert str(left) not in run(repo, "worktree", "list")
+    tree.remove()
+
+
+def test_a_revision_is_written_as_git_takes_it() -> None:
+    assert parse_revision(" origin/main ") == "origin/main"
+    for bad in ("", "--all", "main branch"):
+        with pytest.raises(ValueError) as caught:
+            parse_revision(bad)
+        assert str(caught.value) == (
+            f"{bad!r} is not a git revision; give a branch, a tag or a commit, such as main, "
+            "origin/main, HEAD~1 or a sha"
+        )
+
+
+# ---- whole runs in a throw-away repository ----
+
+PACKAGE = '''
+import time
+
+from torch import nn
+
+SLEEP_S = {sleep}
+
+
+class Net(nn.Module):
+    """A tiny conv net whose step time is mostly a sleep: repeatable on a busy machine."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.head = nn.Linear(4, 10)
+
+    def forward(self, x):
+        time.sleep(SLEEP_S)
+        return self.head(self.conv(x).mean(dim=(2, 3)))
+'''
+
+INI = """
+[pytest]
+{path}
+cnnperf_min_time = 0.05
+cnnperf_calibration = false
+cnnperf_attribution = off
+"""
+
+TEST = """
+from {package} import Net
+
+
+def test_net(cnnperf):
+    cnnperf.train_step(Net(), batch_size=2, image_size=16)
+"""
+
+
+@dataclasses.dataclass
+class Project:
+    pytester: pytest.Pytester
+    package: str
+
+    @property
+    def path(self) -> Path:
+        return self.pytester.path
+
+    def git(self, *args: str) -> str:
+        return run(self.path, *args)
+
+    def commit(self, message: str, sleep: float | None = None, **files: str) -> None:
+        if sleep is not None:
+            init = self.path / "src" / self.package / "__init__.py"
+            init.write_text(textwrap.dedent(PACKAGE.format(sleep=sleep)))
+        for name, text in files.items():
+            (self.path / name).write_text(textwrap.dedent(text))
+        self.git("add", "-A")
+        self.git("commit", "-qm", message)
+
+    def against(self, revision: str, *args: str) -> pytest.RunResult:
+        return self.pytester.runpytest_subprocess(
+            "--cnnperf",
+            f"--cnnperf-against={revision}",
+            "-p",
+            "no:randomly",
+            "-p",
+            "no:cacheprovider",
+            *args,
+            timeout=300,
+        )
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> Project:
+    """A git repository with a src-layout package (a name of its own: the leak tests install
+    it) and a benchmark test importing it; committed once, with a 10 ms step."""
+    package = f"proj_{uuid.uuid4().hex[:8]}"
+    (pytester.path / "src" / package).mkdir(parents=True)
+    pytester.makeini(INI.format(path="pythonpath = src"))
+    # what pytester itself writes beside the project
+    (pytester.path / ".gitignore").write_text("__pycache__/\nstdout\nstderr\nrunpytest-current\n")
+    for name in ("stdout", "stderr", "runpytest-current"):
+        (pytester.path / name).touch()
+    project = Project(pytester, package)
+    project.git("init", "-q", "-b", "main")
+    project.commit("A small net", sleep=0.010, **{"test_perf.py": TEST.format(package=package)})
+    return project
+
+
+def test_a_slower_commit_regresses_and_an_unrelated_one_passes_leaving_nothing_behind(
+    project: Project,
+) -> None:
+    project.commit("Sleep three times as long", sleep=0.030)
+    project.commit("A readme", **{"README.md": "# a project\n"})
+    before = state(project.path)
+    report = project.path.parent / "r.json"
+    slower = project.against("HEAD~2", f"--cnnperf-json={report}")
+    slower.assert_outcomes(failed=1)
+    base = project.git("rev-parse", "HEAD~2")
+    slower.stdout.fnmatch_lines(
+        [
+            "cnnperf: train_step Net bs=2 16x16 opt=sgd regressed (throughput)",
+            f"  throughput  * now, * at HEAD~2 ({base[:10]}): -* (fails below -10%)",
+            "              6 samples now against 6 (look 1 of 2): *",
+            f"  against     * against HEAD~2 ({base[:10]}), both measured in this run",
+            f"  Compared with HEAD~2 ({base[:10]}) in the same run, so the machine's speed is not "
+            "the cause. If the change is intended, merge it: *",
+            f"gated against HEAD~2 ({base[:10]}) measured in this run: A small net; the code "
+            "under test is *",
+        ]
+    )
+    (result,) = json.loads(report.read_text())["results"]
+    decision = result["decision"]
+    assert decision["verdict"] == "regressed"
+    assert decision["against"]["base"] == {"name": "HEAD~2", "sha": base, "subject": "A small net"}
+    assert decision["against"]["head"]["sha"] == project.git("rev-parse", "HEAD")
+    assert len(decision["reference"]["samples"]) == len(result["measurement"]["samples"]) == 6
+    unrelated = project.against("HEAD~1")
+    unrelated.assert_outcomes(passed=1)  # ok, or inconclusive on a busy machine: never a change
+    unrelated.stdout.re_match_lines([r"1 benchmark: 1 (ok|inconclusive)$"])
+    assert state(project.path) == before
+    assert project.git("worktree", "list").count("\n") == 0
+
+
+def test_a_benchmark_whose_test_the_revision_lacks_is_new(project: Project) -> None:
+    project.commit(
+        "Another benchmark",
+        **{
+            "test_more.py": f"""
+                from {project.package} import Net
+
+
+                def test_more(cnnperf):
+                    cnnperf.train_step(Net(), batch_size=2, image_size=16)
+                """
+        },
+    )
+    result = project.against("HEAD~1", "test_more.py", "-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "1 benchmark: 1 new",
+            "note: test_more: new since HEAD~1 (*): its test file is not there",
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ("--cnnperf-save",),
+        ("--pyargs", "pytest_cnnperf.zoo"),
+        ("--cnnperf-inprocess",),
+    ],
+    ids=["save", "pyargs", "inprocess"],
+)
+def test_what_cannot_be_gated_against_a_revision_is_a_usage_error(
+    project: Project, options: tuple[str, ...]
+) -> None:
+    result = project.pytester.runpytest("--cnnperf", "--cnnperf-against=HEAD", *options)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    expected = {
+        "--cnnperf-save": "*--cnnperf-against=HEAD with --cnnperf-save: a run gated against a "
+        "revision records no baselines; drop one of them*",
+        "--pyargs": "*--cnnperf-against=HEAD with --pyargs: --pyargs imports the tests from an "
+        "installed package, which the revision's worktree cannot replace, so both sides would "
+        "run the same code; name the tests by their paths in the checkout*",
+        "--cnnperf-inprocess": "*--cnnperf-against=HEAD with --cnnperf-inprocess (or "
+        "cnnperf_inprocess = true): the revision's samples are taken in processes of their "
+        "own, and both sides must be measured alike; drop --cnnperf-inprocess*",
+    }[options[0]]
+    result.stderr.fnmatch_lines([expected])
+
+
+def test_an_unknown_revision_is_a_usage_error(project: Project) -> None:
+    result = project.pytester.runpytest("--cnnperf", "--cnnperf-against=mian")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--cnnperf-against=mian: git knows no commit 'mian'; *"])
+
+
+def _install(project: Project, how: str) -> Path:
+    site = Path(sysconfig.get_path("purelib"))
+    if how == "editable":
+        path = site / f"__editable__.{project.package}.pth"
+        path.write_text(str(project.path / "src") + "\n")
+        return path
+    path = site / project.package
+    path.mkdir()
+    (path / "__init__.py").write_text(
+        (project.path / "src" / project.package / "__init__.py").read_text()
+    )
+    return path
+
+
+@pytest.mark.parametrize("how", ["editable", "copy"])
+def test_a_package_installed_outside_the_worktree_stops_the_run(project: Project, how: str) -> None:
+    """A project that relies on its installed package (no ``pythonpath`` in its ini): both
+    sides would import the installed one."""
+    project.commit("The package as installed", **{"tox.ini": INI.format(path="")})
+    project.commit("Sleep three times as long", sleep=0.030)
+    installed = _install(project, how)
+    try:
+        result = project.against("HEAD~1")
+    finally:
+        if installed.is_dir():
+            shutil.rmtree(installed)
+        else:
+            installed.unlink()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    where = (
+        f"{project.path}/src/{project.package}/__init__.py, the checkout under test (an "
+        "editable install or a .pth file points at it)"
+        if how == "editable"
+        else f"{sysconfig.get_path('purelib')}/{project.package}/__init__.py, an installed copy "
+        "in site-packages"
+    )
+    result.stdout.fnmatch_lines(
+        [
+            f"*cnnperf: --cnnperf-against=HEAD~1: the revision's side imported the project's code "
+            f"from outside its worktree (*): {project.package} from {where}. It would measure "
+            "the code under test against itself. Uninstall the project from this environment "
+            "(pip uninstall NAME) and let pytest put it on the path (pythonpath = src, or the "
+            "project's folder, in the ini file).*"
+        ]
+    )
+    assert project.git("worktree", "list").count("\n") == 0
+
+
+def _processes(pattern: str) -> list[str]:
+    done = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False)
+    return done.stdout.split()
+
+
+@pytest.mark.slow  # pytest and its revision's process started, interrupted, started again
+def test_ctrl_c_and_a_kill_leave_no_worktree_process_or_file_behind(project: Project) -> None:
+    project.commit("Sleep three times as long", sleep=0.030)
+    before = state(project.path)
+    command = [sys.executable, "-m", "pytest", "--cnnperf", "--cnnperf-against=HEAD~1"]
+    command += ["-p", "no:cacheprovider"]
+    for signum in (signal.SIGINT, signal.SIGKILL):
+        process = subprocess.Popen(
+            [*command, "-p", "no:randomly"],
+            cwd=project.path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        made = f"{git.WORKTREE_PREFIX}{process.pid}-"
+        deadline = time.monotonic() + 60
+        while made not in project.git("worktree", "list") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(4)  # both sides sampling by now
+        process.send_signal(signum)
+        process.wait(timeout=60)
+        time.sleep(0.5)  # the kernel ends what a kill leaves (their parent's death signal)
+        assert _processes(made) == []
+        if signum == signal.SIGINT:
+            assert process.returncode == pytest.ExitCode.INTERRUPTED
+            assert state(project.path) == before
+            assert list(Path(git.tempfile.gettempdir()).glob(f"{made}*")) == []
+    # the killed run could remove nothing: the next run removes its worktree
+    assert made in project.git("worktree", "list")
+    project.against("HEAD~1").assert_outcomes(failed=1)
+    assert state(project.path) == before
+    assert list(Path(git.tempfile.gettempdir()).glob(f"{made}*")) == []
+
+
+@pytest.mark.slow  # two workers, each with its revision's process
+def test_under_xdist_each_worker_has_its_own_revision_process_and_one_worktree(
+    project: Project,
+) -> None:
+    project.commit("Sleep three times as long", sleep=0.030)
+    result = project.against("HEAD~1", "-n", "2", "-p", "xdist")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*gated against HEAD~1 (*) measured in this run*"])
+    assert project.git("worktree", "list").count("\n") == 0
