@@ -358,6 +358,30 @@ def test_a_calibration_as_noisy_as_the_threshold_cannot_show_a_change() -> None:
     )
 
 
+def test_the_machines_speed_is_read_from_the_samples_nothing_disturbed() -> None:
+    """A step 30% slower, whose third to sixth samples ran during a spell that slowed the
+    whole machine by 60%, calibration included: their calibrations measured the spell, not the
+    machine's steady speed, so the drift comes from the other samples' (as the baseline's), and
+    the undisturbed samples show the regression (recorded on the project's AMD machine,
+    2026-12-02: the spell's calibrations alone made the bounds too wide to show anything)."""
+    steps = times(12, 0.052, seed=2)
+    factors = [1.6 if i in (2, 3, 4, 5) else 1.0 for i in range(12)]
+    current = measurement([t * f for t, f in zip(steps, factors, strict=True)])
+    spells = tuple(
+        dataclasses.replace(s, calibration_s=1e-3 * f)
+        for s, f in zip(current.measured.samples, factors, strict=True)
+    )
+    current = dataclasses.replace(
+        current, measurement=dataclasses.replace(current.measured, samples=spells)
+    )
+    decision = judge(current, baseline(times(12, 0.040, seed=1)), SETTINGS)
+    assert decision.verdict is Verdict.REGRESSED
+    assert not any("own noise" in note for note in notes(decision))
+    assert "4 of 12 samples had erratic step times, a slow calibration or threads kept " in (
+        " ".join(notes(decision))
+    )
+
+
 def test_a_faster_machine_must_not_hide_a_slowdown_from_ok() -> None:
     """The calibration says the machine ran 10% faster: "ok" must hold after allowing for all
     of that too, so a step as slow as the baseline's (which on this faster machine is a 10%

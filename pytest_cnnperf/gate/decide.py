@@ -174,6 +174,16 @@ def disturbed(measurement: Measurement) -> tuple[bool, ...]:
     )
 
 
+def steady(measurement: Measurement, flags: Sequence[bool] | None = None) -> Measurement:
+    """The samples of ``measurement`` that nothing else disturbed (``flags``: which were,
+    :func:`disturbed`'s by default); all of them when every one was."""
+    flags = disturbed(measurement) if flags is None else flags
+    kept = tuple(s for s, flag in zip(measurement.samples, flags, strict=True) if not flag)
+    if not kept or len(kept) == len(measurement.samples):
+        return measurement
+    return dataclasses.replace(measurement, samples=kept)
+
+
 def mostly(count: int, total: int) -> bool:
     """Whether ``count`` disturbed samples of ``total`` are a third or more: enough that a
     reader of the figures should know."""
@@ -262,7 +272,10 @@ def judge_throughput(
     own noise is larger than the threshold), with disturbed samples unable to show a
     regression."""
     reasons: list[Reason] = []
-    drift = machine_drift(measurement, baseline, device)
+    flags = disturbed(measurement)
+    # the machine's speed from the samples nothing else disturbed, on both sides: a disturbed
+    # sample's calibration measured the disturbance, not the machine's steady speed
+    drift = machine_drift(steady(measurement, flags), steady(baseline), device)
     slowest, fastest, fast = drift_factors(drift)
     items = (baseline.items_per_step, measurement.items_per_step)
 
@@ -302,7 +315,6 @@ def judge_throughput(
     changed = calibration_change(measurement, baseline, device)
     if changed is not None:
         reasons.append(changed)
-    flags = disturbed(measurement)
     quiet = [t for t, flag in zip(measurement.step_times, flags, strict=True) if not flag]
     count, total = sum(flags), len(flags)
     if verdict is Verdict.REGRESSED and count:
