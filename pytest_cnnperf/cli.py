@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TextIO
 
 from . import settings
-from .model import Result, Verdict, units
-from .store.results_file import FileProblem, Loaded, load
+from .model import Result, Revision, Verdict, units
+from .store.results_file import FileProblem, Loaded, load, merged
 
 EXIT_OK, EXIT_REGRESSED, EXIT_USAGE = 0, 1, 2
 #: ``doctor`` found a warning
@@ -106,15 +106,22 @@ def parser() -> argparse.ArgumentParser:
 
     show = commands.add_parser(
         "show",
-        help="Show one results or baseline file",
-        description="Show the benchmarks of a results file (--cnnperf-json) or a baseline file.",
+        help="Show a results or baseline file, or several results files as one",
+        description="Show the benchmarks of a results file (--cnnperf-json) or a baseline file; "
+        "the results files of several shards of one run (a CI matrix) as one table.",
     )
-    show.add_argument("file", metavar="FILE", type=Path, help="Results or baseline file")
+    show.add_argument(
+        "files",
+        metavar="FILE",
+        type=Path,
+        nargs="+",
+        help="Results or baseline file; several results files are shown as one run",
+    )
     show.add_argument(
         "--markdown",
         action="store_true",
-        help="Print a results file as the Markdown summary (--cnnperf-markdown), e.g. for a "
-        "pull-request comment from a stored artifact",
+        help="Print results as the Markdown summary (--cnnperf-markdown), e.g. for a "
+        "pull-request comment from stored artifacts",
     )
 
     mode_table = commands.add_parser(
@@ -165,6 +172,7 @@ def parser() -> argparse.ArgumentParser:
     plot.add_argument("--reference", metavar="MODE", help="Reference mode of the speedup chart")
 
     _history_parsers(commands)
+    _bisect_parser(commands)
 
     commands.add_parser(
         "doctor",
@@ -258,7 +266,13 @@ def _history_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "history is configured, each benchmark's trend in it, as Markdown that starts with a "
         "hidden marker (<!-- cnnperf-comment -->) so a CI step can update its comment.",
     )
-    comment.add_argument("file", metavar="RESULTS", help="Results file (--cnnperf-json) of the run")
+    comment.add_argument(
+        "files",
+        metavar="RESULTS",
+        nargs="+",
+        help="Results file (--cnnperf-json) of the run; several (the shards of a CI matrix) make "
+        "one comment",
+    )
     comment.add_argument("--history", metavar="TARGET", help=target_help)
     comment.add_argument("--window", metavar="N", type=_window, default=20, help=window_help)
     comment.add_argument(
@@ -266,12 +280,63 @@ def _history_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
     )
 
 
+def _bisect_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    bisect = commands.add_parser(
+        "bisect",
+        usage="cnnperf bisect [-h] [--benchmark KEY] [--json PATH] [--markdown PATH] GOOD BAD "
+        "-- PYTEST_ARGS\n       cnnperf bisect --history TARGET [--branch NAME] TEST_ID -- "
+        "PYTEST_ARGS",
+        help="Find the commit that made a benchmark slower or hungrier",
+        description="The first commit between GOOD and BAD at which the benchmark the pytest "
+        "arguments select got slower (or hungrier for memory) than at GOOD. Each commit git's "
+        "bisection picks is measured against GOOD in the same run (pytest --cnnperf "
+        "--cnnperf-against=GOOD) in a worktree of its own; your checkout is left as it is. "
+        "Exit status: 0 a first bad commit found; 1 no regression from GOOD to BAD (nothing "
+        "bisected); 2 a usage error, or GOOD or BAD could not be measured; 3 skipped commits "
+        "leave a range; 4 BAD against GOOD was inconclusive; 130 interrupted.",
+    )
+    bisect.add_argument(
+        "revisions",
+        metavar="GOOD BAD",
+        nargs="*",
+        help="A commit where the benchmark was fast and a later one where it is slow (with "
+        "--history: the benchmark's test id instead)",
+    )
+    bisect.add_argument(
+        "--benchmark",
+        metavar="KEY",
+        help="The benchmark to bisect, by its configuration key or test id. Default: the only "
+        "one that regressed from GOOD to BAD",
+    )
+    bisect.add_argument("--json", metavar="PATH", type=Path, help="Write the report as JSON")
+    bisect.add_argument(
+        "--markdown", metavar="PATH", type=Path, help="Write the report as Markdown"
+    )
+    bisect.add_argument(
+        "--history",
+        metavar="TARGET",
+        help="Take GOOD and BAD from the latest change point the history found for TEST_ID",
+    )
+    bisect.add_argument(
+        "--branch",
+        metavar="NAME",
+        help="With --history: the branch whose runs count. Default: the latest run's",
+    )
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    args = parser().parse_args(_with_bare_flags(sys.argv[1:] if argv is None else argv))
+    given = list(sys.argv[1:] if argv is None else argv)
+    pytest_args: list[str] = []
+    if given[:1] == ["bisect"] and "--" in given:
+        cut = given.index("--")
+        given, pytest_args = given[:cut], given[cut + 1 :]
+    args = parser().parse_args(_with_bare_flags(given))
     stream = out or sys.stdout
     from .history.commands import CommandProblem
 
     try:
+        if args.command == "bisect":
+            return _bisect(args, pytest_args, stream)
         lines, status = _run(args)
     except (Problem, CommandProblem) as exc:
         print(f"cnnperf {args.command}: {exc}", file=sys.stderr)
@@ -280,12 +345,81 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     return status
 
 
+def _bisect(args: argparse.Namespace, pytest_args: list[str], stream: TextIO) -> int:
+    """``cnnperf bisect``: the progress as it goes, then the report."""
+    import json
+
+    from .reports import bisect as report
+    from .revision import bisect
+    from .revision.git import GitProblem, toplevel
+
+    revisions: list[str] = args.revisions
+    if args.history is not None or args.branch is not None:
+        if len(revisions) != 1:
+            raise Problem(
+                "--history takes the benchmark's test id, not GOOD and BAD: cnnperf bisect "
+                "--history TARGET TEST_ID -- PYTEST_ARGS"
+            )
+    elif len(revisions) != 2:
+        raise Problem(
+            f"give GOOD and BAD (got {len(revisions)} revision{'' if len(revisions) == 1 else 's'}"
+            "): cnnperf bisect GOOD BAD -- PYTEST_ARGS, or cnnperf bisect --history TARGET "
+            "TEST_ID -- PYTEST_ARGS"
+        )
+    if not pytest_args:
+        raise Problem(
+            "give the pytest arguments that select the benchmark after --, e.g. cnnperf bisect "
+            "main~10 main -- tests/perf/test_training.py::test_resnet50"
+        )
+    cwd = Path.cwd()
+    try:
+        top = toplevel(cwd, "cnnperf bisect")
+    except GitProblem as exc:
+        raise Problem(str(exc)) from None
+    if args.history is not None or args.branch is not None:
+        from .history.commands import bisect_range
+
+        good_name, bad_name, said = bisect_range(args.history, revisions[0], args.branch)
+        stream.write(said + "\n")
+    else:
+        good_name, bad_name = revisions
+    try:
+        good, bad = bisect.check_range(top, good_name, bad_name)
+    except bisect.BisectProblem as exc:
+        raise Problem(str(exc)) from None
+    stream.write(f"measuring {bad} against {good}, then the commits between them\n")
+    stream.flush()
+
+    def progress(step: bisect.Step, left: int) -> None:
+        stream.write(report.step_line(step, left) + "\n")
+        stream.flush()
+
+    def announce(role: str, commit: Revision, against: Revision) -> None:
+        stream.write(f"  measuring {commit.short} {commit.subject[:60]} against {against.short}\n")
+        stream.flush()
+
+    measure = bisect.measure_in_worktree(top, cwd, pytest_args)
+    try:
+        found = bisect.bisect(top, good, bad, measure, args.benchmark, progress, announce)
+    except bisect.BisectProblem as exc:
+        raise Problem(str(exc)) from None
+    except KeyboardInterrupt:
+        stream.write("interrupted: nothing is left behind\n")
+        return bisect.INTERRUPTED
+    stream.write("\n".join(["", *report.lines(found)]) + "\n")
+    if args.json is not None:
+        args.json.write_text(json.dumps(report.document(found), indent=1) + "\n")
+    if args.markdown is not None:
+        args.markdown.write_text(report.render_markdown(found))
+    return found.status
+
+
 def _run(args: argparse.Namespace) -> tuple[list[str], int]:
     command: str = args.command
     if command == "compare":
         return _compare(args.old, args.new, args.threshold, args.fail_on_regression)
     if command == "show":
-        return _show(args.file, args.markdown), EXIT_OK
+        return _show(args.files, args.markdown), EXIT_OK
     if command == "modes":
         return _modes(args.file, args.reference), EXIT_OK
     if command == "epoch":
@@ -306,7 +440,7 @@ def _run(args: argparse.Namespace) -> tuple[list[str], int]:
                 args.out_dir, args.history, args.pattern, args.machine, args.window
             )
         else:
-            lines = commands.comment(args.file, args.history, args.window, args.output)
+            lines = commands.comment(args.files, args.history, args.window, args.output)
         return lines, EXIT_OK
     return _models(), EXIT_OK
 
@@ -353,9 +487,19 @@ def _examples(results: Sequence[Result]) -> str:
     return ", ".join(named[:2]) + more
 
 
-def _show(path: Path, as_markdown: bool = False) -> list[str]:
+def _show(paths: Sequence[Path], as_markdown: bool = False) -> list[str]:
     from .reports import baseline_view, markdown, terminal
 
+    if len(paths) > 1:
+        try:
+            results = merged(load(path) for path in paths)
+        except FileProblem as exc:
+            raise Problem(str(exc)) from None
+        if as_markdown:
+            return markdown.render(results).splitlines()
+        head = f"results of {len(paths)} files: {', '.join(str(p) for p in paths)}"
+        return [head, "", *terminal.lines(results, verbose=True)]
+    (path,) = paths
     loaded = _load(path, need_measured=False)
     if loaded.kind == "results":
         if not loaded.results:

@@ -465,8 +465,10 @@ def test_a_slower_commit_regresses_and_an_unrelated_one_passes_leaving_nothing_b
     project.commit("Sleep three times as long", sleep=0.030)
     project.commit("A readme", **{"README.md": "# a project\n"})
     before = state(project.path)
-    report = project.path.parent / "r.json"
-    slower = project.against("HEAD~2", f"--cnnperf-json={report}")
+    report, summary, junit = (project.path.parent / name for name in ("r.json", "r.md", "r.xml"))
+    slower = project.against(
+        "HEAD~2", f"--cnnperf-json={report}", f"--cnnperf-markdown={summary}", f"--junitxml={junit}"
+    )
     slower.assert_outcomes(failed=1)
     base = project.git("rev-parse", "HEAD~2")
     slower.stdout.fnmatch_lines(
@@ -487,6 +489,14 @@ def test_a_slower_commit_regresses_and_an_unrelated_one_passes_leaving_nothing_b
     assert decision["against"]["base"] == {"name": "HEAD~2", "sha": base, "subject": "A small net"}
     assert decision["against"]["head"]["sha"] == project.git("rev-parse", "HEAD")
     assert len(decision["reference"]["samples"]) == len(result["measurement"]["samples"]) == 6
+    head = project.git("rev-parse", "HEAD")
+    assert summary.read_text().splitlines()[2] == (
+        f"Gated against HEAD\\~2 ({base[:10]}) measured in this run: A small net; the code "
+        f"under test is {head[:10]}."
+    )
+    xml = junit.read_text()
+    for name, value in (("against", "HEAD~2"), ("against_sha", base), ("head_sha", head)):
+        assert f'<property name="cnnperf.{name}" value="{value}" />' in xml
     unrelated = project.against("HEAD~1")
     unrelated.assert_outcomes(passed=1)  # ok, or inconclusive on a busy machine: never a change
     unrelated.stdout.re_match_lines([r"1 benchmark: 1 (ok|inconclusive)$"])

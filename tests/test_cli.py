@@ -732,3 +732,47 @@ def test_a_bad_number_is_refused_naming_the_file_the_field_and_the_value(
             BaselineStore(tmp_path).load(bad)
         assert str(caught.value).startswith(f"baseline file {bad} cannot be used: it is malformed")
         assert problem in str(caught.value)
+
+
+def shards(tmp_path: Path) -> tuple[Path, Path]:
+    """The gated zoo run's results split into two files, as two shards of a CI matrix write."""
+    data = json.loads(GATE.read_text())
+    paths = []
+    for name, part in (("a", data["results"][:1]), ("b", data["results"][1:])):
+        path = tmp_path / f"shard-{name}.json"
+        path.write_text(json.dumps({**data, "results": part}))
+        paths.append(path)
+    return paths[0], paths[1]
+
+
+def test_the_shards_of_a_run_show_as_one_table(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    first, second = shards(tmp_path)
+    _, whole, _ = run(capsys, "show", GATE, "--markdown")
+    status, merged, _ = run(capsys, "show", first, second, "--markdown")
+    assert status == 0
+    assert merged == whole
+    status, out, _ = run(capsys, "show", first, second)
+    assert out.splitlines()[0] == f"results of 2 files: {first}, {second}"
+    assert out.splitlines()[2] == "3 benchmarks: 1 inconclusive, 2 ok"
+
+
+def test_a_benchmark_in_two_shards_is_refused_naming_both(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    first, _ = shards(tmp_path)
+    status, _, err = run(capsys, "show", first, GATE)
+    assert status == 2
+    test = json.loads(first.read_text())["results"][0]
+    assert err == (
+        f"cnnperf show: {GATE}: {test['test_id']} [{test['key']}] is in {first} too: the shards "
+        "of one run must measure each benchmark once (split the tests, e.g. with -k or "
+        "pytest-split)\n"
+    )
+    status, _, err = run(capsys, "show", first, BASELINE)
+    assert status == 2
+    assert err == (
+        f"cnnperf show: {BASELINE}: it holds no benchmark results; give the results files "
+        "(--cnnperf-json) of the shards to show as one run\n"
+    )

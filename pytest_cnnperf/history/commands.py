@@ -243,27 +243,32 @@ def dashboard(
     return [f"wrote {written[0]} and {len(written) - 1} page(s) for {len(analyses)} series"]
 
 
-def comment(results: Path | str, given: str | None, window: int, output: Path | None) -> list[str]:
-    """The comment's Markdown (printed, or written to ``output``)."""
-    from ..store.results_file import FileProblem, load
+def comment(
+    files: Sequence[Path | str], given: str | None, window: int, output: Path | None
+) -> list[str]:
+    """The comment's Markdown (printed, or written to ``output``) of one run, whose results
+    may come in several files (the shards of a CI matrix)."""
+    from ..store.results_file import FileProblem, load, merged
     from .comment import render
 
-    named = as_history(str(results))
-    if named is not None:
-        raise CommandProblem(
-            f"{did_you_mean(named)} RESULTS is the results file of the run (pytest --cnnperf "
-            f"--cnnperf-json=PATH), e.g. cnnperf comment results.json --history {display(named)}"
-        )
-    results_path = Path(results)
+    for results in files:
+        named = as_history(str(results))
+        if named is not None:
+            raise CommandProblem(
+                f"{did_you_mean(named)} RESULTS is the results file of the run (pytest --cnnperf "
+                f"--cnnperf-json=PATH), e.g. cnnperf comment results.json --history "
+                f"{display(named)}"
+            )
     try:
-        loaded = load(results_path)
+        found = merged(load(Path(results)) for results in files)
     except FileProblem as exc:
-        raise CommandProblem(str(exc)) from None
-    if loaded.kind != "results" or not loaded.results:
-        raise CommandProblem(
-            f"{results_path}: it holds no benchmark results; give the file of "
-            "pytest --cnnperf --cnnperf-json=PATH"
-        )
+        problem = exc.problem
+        if problem.startswith("it holds no benchmark results"):
+            problem = (
+                "it holds no benchmark results; give the file of pytest --cnnperf "
+                "--cnnperf-json=PATH"
+            )
+        raise CommandProblem(f"{exc.path}: {problem}") from None
     target: Path | str | None
     try:
         target = resolve_target(given, Path.cwd())
@@ -279,13 +284,11 @@ def comment(results: Path | str, given: str | None, window: int, output: Path | 
                 entries = store.entries()
         except HistoryProblem as exc:
             raise CommandProblem(str(exc)) from None
-        wanted = {
-            (r.test_id, r.key, r.environment.machine) for r in loaded.results if r.environment
-        }
+        wanted = {(r.test_id, r.key, r.environment.machine) for r in found if r.environment}
         analyses = [
             analyse(s, window) for s in build(entries) if (s.test_id, s.key, s.machine) in wanted
         ]
-    text = render(loaded.results, analyses, display(target) if target else None, window)
+    text = render(found, analyses, display(target) if target else None, window)
     if output is None:
         return text.rstrip("\n").split("\n")
     try:
@@ -294,3 +297,57 @@ def comment(results: Path | str, given: str | None, window: int, output: Path | 
     except OSError as exc:
         raise CommandProblem(f"{output}: cannot write the comment ({exc.strerror})") from None
     return [f"wrote {output}"]
+
+
+def bisect_range(
+    given: str | None, test_id: str, branch: str | None, window: int = 20
+) -> tuple[str, str, str]:
+    """GOOD and BAD for ``cnnperf bisect --history``: the commits of the runs on either side of
+    the latest change point the history found in the benchmark ``test_id`` (its throughput),
+    among one branch's runs (``branch``, else the latest run's); pull requests' runs are left
+    out, their commits being merge commits nobody wrote. Also a line saying what was found."""
+    from .series import Series
+
+    require_ruptures()
+    target = resolve_target(given, Path.cwd())
+    try:
+        with open_store(target) as store:
+            entries = store.entries()
+    except HistoryProblem as exc:
+        raise CommandProblem(str(exc)) from None
+    mine = [
+        e
+        for e in entries
+        if e.result.test_id == test_id and not (e.run.ci and e.run.ci.pull_request)
+    ]
+    if not mine:
+        tests = sorted({e.result.test_id for e in entries})
+        named = ", ".join(tests[:5]) + (f" and {len(tests) - 5} more" if len(tests) > 5 else "")
+        raise CommandProblem(
+            f"{display(target)} has no run of {test_id} outside pull requests (it has: "
+            f"{named or 'none'}); give a test id as cnnperf history lists them"
+        )
+    wanted = branch or mine[-1].run.branch
+    on_branch = [e for e in mine if e.run.branch == wanted]
+    found = []
+    for series in build(on_branch):
+        points = tuple(p for p in series.points if p.run.commit)
+        analysis = analyse(Series(series.test_id, series.key, series.machine, points), window)
+        if analysis.change_points:
+            found.append((points[analysis.change_points[-1].index].run.recorded, analysis))
+    if not found:
+        raise CommandProblem(
+            f"the history found no change point in {test_id} among the runs of branch "
+            f"{wanted or '(none)'}; give GOOD and BAD yourself: cnnperf bisect GOOD BAD -- ..."
+        )
+    _, analysis = max(found, key=lambda f: f[0])
+    point = analysis.change_points[-1]
+    runs = analysis.series.points
+    good, bad = runs[point.index - 1].run.commit, runs[point.index].run.commit
+    assert good is not None
+    assert bad is not None
+    said = (
+        f"the history's latest change point in {analysis.series.name} on branch {wanted}: "
+        f"{point.change:+.1%} between {good[:10]} and {bad[:10]} (p = {point.p_value:.2g})"
+    )
+    return good, bad, said

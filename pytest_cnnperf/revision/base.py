@@ -96,7 +96,7 @@ def launch(
     if cwd is None or not cwd.is_dir():
         cwd = worktree.path
     rootdir = worktree.to_worktree(Path(config.rootpath)) or worktree.path
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
+    command = [sys.executable, *_as_started(), "-p", "no:cacheprovider", "-q"]
     command += ["--cnnperf", f"--cnnperf-device={device}", f"--rootdir={rootdir}"]
     command += [f"--import-mode={config.option.importmode}"]
     inifile = worktree.to_worktree(Path(config.inipath)) if config.inipath else None
@@ -109,6 +109,19 @@ def launch(
     if config.pluginmanager.hasplugin("xdist"):
         command += ["-n", "0"]  # one process: the head's worker (or the head) drives it
     return Launch((*command, *paths), cwd)
+
+
+#: pytest started as the ``pytest`` command starts it: the current folder not on ``sys.path``
+AS_COMMAND = "import sys; del sys.path[0]; import pytest; sys.exit(pytest.console_main())"
+
+
+def _as_started() -> tuple[str, ...]:
+    """How to start pytest as the head was started: ``python -m pytest`` puts the current
+    folder first on ``sys.path`` (the worktree's, on the revision's side), the ``pytest``
+    command does not."""
+    if Path(sys.argv[0]).parts[-2:] == ("pytest", "__main__.py"):
+        return ("-m", "pytest")
+    return ("-c", AS_COMMAND)
 
 
 def _from_command_line(config: Any) -> bool:

@@ -124,22 +124,35 @@ class Worktree:
         folder = Path(tempfile.gettempdir()) / f"{WORKTREE_PREFIX}{os.getpid()}-{revision.short}"
         if folder.exists():  # this process made it already: the same revision, reused
             return cls(top, revision, folder)
-        done = run_git(
-            top, "worktree", "add", "--detach", "--quiet", str(folder), revision.sha, check=False
-        )
+        made = cls(top, revision, folder)
+        try:
+            done = run_git(
+                top,
+                "worktree",
+                "add",
+                "--detach",
+                "--quiet",
+                str(folder),
+                revision.sha,
+                check=False,
+            )
+        except BaseException:  # interrupted while git made it: leave nothing half made
+            made.remove()
+            raise
         if done.returncode != 0:
-            shutil.rmtree(folder, ignore_errors=True)
+            made.remove()
             raise GitProblem(
                 f"could not check out {revision} into a worktree at {folder}: {done.stderr.strip()}"
             )
-        return cls(top, revision, folder)
+        return made
 
     def remove(self) -> None:
         """Remove the folder and git's record of it (again: nothing)."""
-        if not self.path.exists():
-            return
-        run_git(self.top, "worktree", "remove", "--force", "--force", str(self.path), check=False)
-        shutil.rmtree(self.path, ignore_errors=True)
+        if self.path.exists():
+            run_git(
+                self.top, "worktree", "remove", "--force", "--force", str(self.path), check=False
+            )
+            shutil.rmtree(self.path, ignore_errors=True)
         run_git(self.top, "worktree", "prune", check=False)
 
     def to_worktree(self, path: Path) -> Path | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,3 +141,30 @@ def load(path: Path | str) -> Loaded:
             raise FileProblem(path, exc.problem) from None
         return Loaded(path, "baseline", tuple(document.results()), document.machine)
     raise _foreign(path, data)
+
+
+def merged(files: Iterable[Loaded]) -> tuple[Result, ...]:
+    """The results of several results files as one run's (the shards of a CI matrix, each
+    running some of the tests): :class:`FileProblem` for a baseline file, an empty one, or a
+    benchmark that two of them measured."""
+    results: list[Result] = []
+    seen: dict[tuple[str, str], Path] = {}
+    for loaded in files:
+        if loaded.kind != "results" or not loaded.results:
+            raise FileProblem(
+                loaded.path,
+                "it holds no benchmark results; give the results files (--cnnperf-json) of the "
+                "shards to show as one run",
+            )
+        for result in loaded.results:
+            key = (result.test_id, result.key)
+            if key in seen:
+                raise FileProblem(
+                    loaded.path,
+                    f"{result.test_id} [{result.key}] is in {seen[key]} too: the shards of one "
+                    "run must measure each benchmark once (split the tests, e.g. with -k or "
+                    "pytest-split)",
+                )
+            seen[key] = loaded.path
+            results.append(result)
+    return tuple(results)

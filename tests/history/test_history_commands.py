@@ -339,6 +339,26 @@ def test_comment_without_a_history_is_the_run_alone(
     assert "Trend" not in text
 
 
+def test_the_shards_of_a_run_make_one_comment(
+    capsys: pytest.CaptureFixture[str],
+    results_file: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    data = json.loads(results_file.read_text())
+    parts = []
+    for i, results in enumerate((data["results"][:2], data["results"][2:])):
+        part = tmp_path / f"shard-{i}.json"
+        part.write_text(json.dumps({**data, "results": results}))
+        parts.append(part)
+    _, whole, _ = run(capsys, "comment", results_file)
+    status, merged, _ = run(capsys, "comment", *parts)
+    assert status == 0
+    assert merged == whole
+    assert "### ✅ cnnperf: no regression in 3 benchmarks" in merged
+
+
 def test_comment_of_a_file_that_is_not_a_results_file(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -461,3 +481,57 @@ def test_a_pytest_ini_without_the_setting_ends_the_search(tmp_path: Path) -> Non
     (tmp_path / "sub" / "pytest.ini").write_text("[pytest]\n")
     assert configured_target(tmp_path / "sub") is None
     assert configured_target(tmp_path) == tmp_path / "h.db"
+
+
+# ---- bisect --history ----
+
+
+def test_bisect_takes_good_and_bad_from_the_latest_change_point(history: Path) -> None:
+    from pytest_cnnperf.history.commands import bisect_range
+
+    good, bad, said = bisect_range(str(history), "test_history.py::test_step", None)
+    assert (good, bad) == (known.commit(known.STEP_RUN - 2), known.commit(known.STEP_RUN - 1))
+    assert said.startswith(
+        "the history's latest change point in test_history.py::test_step [train_step resnet18 "
+    )
+    assert f"between {good[:10]} and {bad[:10]}" in said
+
+
+def test_bisect_from_the_history_needs_its_commits_in_the_clone(
+    capsys: pytest.CaptureFixture[str],
+    history: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import subprocess
+
+    monkeypatch.chdir(tmp_path)
+    subprocess.run(["git", "init", "-q"], check=True)
+    status, _, err = run(
+        capsys, "bisect", "--history", history, "test_history.py::test_step", "--", "t.py"
+    )
+    assert status == 2
+    good = known.commit(known.STEP_RUN - 2)
+    assert err == (
+        f"cnnperf bisect: GOOD={good}: git knows no commit {good!r}; give a branch, a tag or a "
+        "commit that git rev-parse accepts (git fetch origin first if it is a remote's)\n"
+    )
+
+
+def test_bisect_from_a_history_without_the_test_names_the_tests_it_has(
+    capsys: pytest.CaptureFixture[str],
+    history: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import subprocess
+
+    monkeypatch.chdir(tmp_path)
+    subprocess.run(["git", "init", "-q"], check=True)
+    status, _, err = run(capsys, "bisect", "--history", history, "test_x.py::test_y", "--", "t.py")
+    assert status == 2
+    assert err == (
+        f"cnnperf bisect: {history} has no run of test_x.py::test_y outside pull requests (it "
+        "has: test_history.py::test_creep, test_history.py::test_flat, "
+        "test_history.py::test_step); give a test id as cnnperf history lists them\n"
+    )
