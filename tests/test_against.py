@@ -122,7 +122,7 @@ def test_identical_sides_are_ok_and_no_drift_is_allowed_for() -> None:
     assert decision.reasons == ()
 
 
-def test_pairs_disturbed_unequally_cannot_show_a_regression() -> None:
+def test_pairs_disturbed_unequally_cannot_show_a_change() -> None:
     """A neighbour that denied the head's samples a core made them slower than their pairs:
     that is the neighbour's doing, not the code's."""
     denied = [0.8] * 12
@@ -136,9 +136,26 @@ def test_pairs_disturbed_unequally_cannot_show_a_regression() -> None:
     assert str(reason) == (
         "the machine was busy: 6 of 6 pairs of samples were disturbed unequally (one side's "
         "threads kept waiting for the CPU, or its GPU reporting a problem, more than the "
-        "other's), and the pairs disturbed alike do not show a regression: no throughput "
-        "verdict; re-run it when the machine is quieter"
+        "other's), so none can tell a change: no throughput verdict; re-run it when the "
+        "machine is quieter"
     )
+
+
+def test_pairs_whose_revision_side_was_starved_are_left_out_and_fake_no_improvement() -> None:
+    """Every third pair's revision side was denied a core and ran 30 times slower (as its
+    OpenMP threads do, spinning for a thread that cannot run): those pairs would make the code
+    under test look far faster; left out, the other four decide."""
+    starved = [i % 3 == 0 for i in range(12)]
+    decision, asked = follow_pairs(
+        pairing(),
+        head=[0.020] * 12,
+        base=[0.6 if s else 0.020 for s in starved],
+        base_denied=[1.0 if s else 0.0 for s in starved],
+    )
+    assert decision.verdict is Verdict.OK
+    assert [n.samples for n in asked] == [6]
+    (reason,) = decision.reasons
+    assert str(reason).endswith("; they were left out, and the other 4 decided")
 
 
 def test_pairs_disturbed_alike_still_show_a_regression() -> None:
@@ -552,6 +569,31 @@ def test_what_cannot_be_gated_against_a_revision_is_a_usage_error(
         "own, and both sides must be measured alike; drop --cnnperf-inprocess*",
     }[options[0]]
     result.stderr.fnmatch_lines([expected])
+
+
+def test_a_data_parallel_step_is_refused_with_the_reason(project: Project) -> None:
+    project.commit(
+        "Two ranks",
+        **{
+            "test_perf.py": f"""
+                from {project.package} import Net
+
+
+                def test_net(cnnperf):
+                    cnnperf.train_step(Net(), batch_size=2, image_size=16, world_size=2)
+                """
+        },
+    )
+    result = project.against("HEAD~1")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "cnnperf: measuring train_step Net bs=4 16x16 opt=sgd world=2 on cpu failed: "
+            "world_size=2 with --cnnperf-against=HEAD~1: data-parallel steps are gated against "
+            "stored baselines only (each side's ranks would need the GPUs at once); gate it "
+            "without --cnnperf-against, or measure it with world_size=1"
+        ]
+    )
 
 
 def test_an_unknown_revision_is_a_usage_error(project: Project) -> None:

@@ -419,13 +419,13 @@ FIELD_NOTES: dict[str, str] = {
     "UnequalPairs.count": "Pairs of samples (one of each side, taken one after the other) "
     "disturbed unequally.",
     "UnequalPairs.total": "All pairs.",
-    "UnequalPairs.effect": "What they did to the verdict: `noted`, `quiet-regressed` (the "
-    "pairs disturbed alike show the regression), `no-verdict`.",
+    "UnequalPairs.effect": "What they did to the verdict: `left-out` (the pairs disturbed alike "
+    "decided), `no-verdict` (every pair was disturbed unequally).",
     "Disturbed.count": "Disturbed samples.",
     "Disturbed.total": "All samples.",
     "Disturbed.effect": "What they did to the verdict: `noted`, `quiet-regressed` (the "
     "undisturbed samples alone show the regression), `no-verdict`, `recorded` (a saved "
-    "baseline's).",
+    "baseline's); `left-out` is the pairs' only.",
     "UntrustworthyGpu.problems": "What NVML reported.",
     "SamplingChanged.baseline_in_process": "The baseline's samples were taken in-process.",
     "SamplingChanged.current_in_process": "This run's were.",

@@ -362,31 +362,25 @@ def judge_pairs(
 ) -> Throughput:
     """Throughput at ``look`` against the same benchmark at another revision measured in this
     run, its samples taken in turn with these: compared as measured (the machine's drift
-    reached both sides alike), with pairs disturbed unequally unable to show a regression."""
+    reached both sides alike), on the pairs something else disturbed alike only: a pair whose
+    one side was slowed more than the other shows the neighbour, not the code, in either
+    direction."""
     items = (base.items_per_step, measurement.items_per_step)
     pairs = min(len(base.samples), len(measurement.samples))
     base_times, times = base.step_times[:pairs], measurement.step_times[:pairs]
-    comparison = compare_throughput(base_times, times, settings, look, items=items)
-    verdict = comparison.verdict
-    reasons: list[Reason] = []
     flags = unequal_pairs(base, measurement)
     alike = [i for i, flag in enumerate(flags) if not flag]
     count, total = sum(flags), len(flags)
-    if verdict is Verdict.REGRESSED and count:
-        shown = (
-            alike
-            and compare_throughput(
-                [base_times[i] for i in alike], [times[i] for i in alike], settings, look
-            ).verdict
-            is Verdict.REGRESSED
-        )
-        if shown:
-            reasons.append(UnequalPairs(count, total, Disturbance.QUIET_REGRESSED))
-        else:
-            verdict = Verdict.INCONCLUSIVE
-            reasons.append(UnequalPairs(count, total, Disturbance.NO_VERDICT))
-    elif mostly(count, total):
-        reasons.append(UnequalPairs(count, total, Disturbance.NOTED))
+    reasons: list[Reason] = []
+    if count and alike:
+        base_times = tuple(base_times[i] for i in alike)
+        times = tuple(times[i] for i in alike)
+        reasons.append(UnequalPairs(count, total, Disturbance.LEFT_OUT))
+    comparison = compare_throughput(base_times, times, settings, look, items=items)
+    verdict = comparison.verdict
+    if count and not alike:
+        verdict = Verdict.INCONCLUSIVE
+        reasons.append(UnequalPairs(count, total, Disturbance.NO_VERDICT))
     return Throughput(comparison, verdict, tuple(reasons), quiet=bool(alike))
 
 

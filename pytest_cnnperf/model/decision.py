@@ -345,6 +345,8 @@ class Disturbance(str, enum.Enum):
     NO_VERDICT = "no-verdict"
     #: a third of the samples or more of a recorded baseline were disturbed
     RECORDED = "recorded"
+    #: pairs of samples disturbed unequally were left out; the others decided
+    LEFT_OUT = "left-out"
 
 
 @dataclass(frozen=True)
@@ -395,13 +397,14 @@ class UnequalPairs(Because):
             "side's threads kept waiting for the CPU, or its GPU reporting a problem, more than "
             "the other's)"
         )
-        if self.effect is Disturbance.QUIET_REGRESSED:
-            return f"{pairs}; the other {self.total - self.count} alone show the regression"
         if self.effect is Disturbance.NO_VERDICT:
             return (
-                f"the machine was busy: {pairs}, and the pairs disturbed alike do not show a "
-                "regression: no throughput verdict; re-run it when the machine is quieter"
+                f"the machine was busy: {pairs}, so none can tell a change: no throughput "
+                "verdict; re-run it when the machine is quieter"
             )
+        if self.effect is Disturbance.LEFT_OUT:
+            alike = self.total - self.count
+            return f"{pairs}; they were left out, and the other {alike} decided"
         return f"the machine was busy: {pairs}"
 
 

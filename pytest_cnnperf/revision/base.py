@@ -111,6 +111,11 @@ def launch(
     return Launch((*command, *paths), cwd)
 
 
+#: Popen's arguments that start a process in a new process group of the same session
+_OWN_GROUP: dict[str, Any] = (
+    {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+)
+
 #: pytest started as the ``pytest`` command starts it: the current folder not on ``sys.path``
 AS_COMMAND = "import sys; del sys.path[0]; import pytest; sys.exit(pytest.console_main())"
 
@@ -186,7 +191,10 @@ class BaseSide:
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 pass_fds=(requests_read, replies_write),
-                start_new_session=True,  # its own group: the head's Ctrl-C is the head's
+                # a process group of its own (the head's Ctrl-C is the head's to pass on), in
+                # the head's session: Linux shares the CPU fairly between sessions, so a new
+                # one would give the revision's samples another share than the head's
+                **_OWN_GROUP,
             )
         os.close(requests_read)
         os.close(replies_write)
