@@ -290,8 +290,17 @@ def check_range(top: Path, good_name: str, bad_name: str) -> tuple[Revision, Rev
     return good, bad
 
 
+#: the most samples a side each commit may take: a commit that cannot tell is skipped, and a
+#: skip costs a whole other commit, so each is given the room of the thorough effort (the
+#: pytest arguments may say otherwise: they come after)
+SAMPLES = 24
+
+
 def measure_in_worktree(
-    top: Path, invocation: Path, pytest_args: Sequence[str], extra: Sequence[str] = ()
+    top: Path,
+    invocation: Path,
+    pytest_args: Sequence[str],
+    extra: Sequence[str] = (f"--cnnperf-samples={SAMPLES}",),
 ) -> Measure:
     """The real ``measure``: ``pytest --cnnperf --cnnperf-against=OTHER PYTEST_ARGS`` in a
     worktree of the commit, from the folder there that ``invocation`` is in the checkout."""
@@ -358,8 +367,13 @@ def _results(path: Path) -> tuple[Result, ...]:
 
 
 def _why(done: subprocess.CompletedProcess[str]) -> str:
-    """Why a run measured nothing: the end of what pytest said."""
-    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith(("E ", "ERROR", "!"))]
-    text = "\n".join((errors or lines)[-8:])
-    return f"pytest exited with status {done.returncode}: {text}"
+    """Why a run measured nothing, in a line: the error pytest named, or the end of what it
+    said."""
+    lines = [line.strip() for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    errors = [line[1:].strip() for line in lines if line.startswith("E ")]
+    collecting = any("error during collection" in line for line in lines)
+    if errors and collecting:
+        return f"its tests cannot be collected: {errors[-1]}"
+    if errors:
+        return f"pytest exited with status {done.returncode}: {errors[-1]}"
+    return f"pytest exited with status {done.returncode}: {lines[-1] if lines else 'no output'}"
