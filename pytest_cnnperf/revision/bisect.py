@@ -244,7 +244,11 @@ def bisect(
         left_commits = [(s, d) for s, d in candidates(top, first_bad, goods) if s not in skipped]
         if not left_commits:
             break
-        sha, _ = max(left_commits, key=lambda c: c[1])
+        # of the commits that halve the range best, the oldest: the same choice whatever the
+        # commits' ids and dates
+        oldest = run_git(top, "rev-list", "--reverse", "--topo-order", first_bad, "--not", *goods)
+        age = {sha: i for i, sha in enumerate(oldest.stdout.split())}
+        sha, _ = max(left_commits, key=lambda c: (c[1], -age.get(c[0], 0)))
         commit = revision(top, sha)
         run = measured("bisect", commit, good, thresholds)
         is_bad, why, result = classify(run, test_id, key)
