@@ -403,3 +403,61 @@ def test_an_extra_convolution_is_named_by_its_kernels_device_time() -> None:
     first = found.changes[0]
     assert "conv" in first.name, found.lines()
     print("\n".join(["extra convolution on the GPU:", *found.lines()]))
+
+
+def test_against_a_revision_on_the_gpu(pytester: pytest.Pytester) -> None:
+    """--cnnperf-against on a GPU: the revision's process samples the same GPU (it inherits
+    CUDA_VISIBLE_DEVICES), both sides are judged per pair, and a commit that doubles the model's
+    depth regresses against its parent while the parent against itself does not. Run by
+    ``gpu-check --extra``."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=pytester.path,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return done.stdout.strip()
+
+    (pytester.path / "src" / "gpuproj").mkdir(parents=True)
+    init = pytester.path / "src" / "gpuproj" / "__init__.py"
+
+    def commit(blocks: int, message: str) -> None:
+        init.write_text(
+            "from torch import nn\n\n\ndef net():\n"
+            "    layers = [nn.Conv2d(3, 64, 3, padding=1), nn.ReLU()]\n"
+            f"    for _ in range({blocks}):\n"
+            "        layers += [nn.Conv2d(64, 64, 3, padding=1), nn.ReLU()]\n"
+            "    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), "
+            "nn.Linear(64, 10))\n"
+        )
+        git("add", "-A")
+        git("commit", "-qm", message)
+
+    pytester.makeini(
+        INI.replace("cnnperf_samples = 2", "cnnperf_samples = 6") + "pythonpath = src\n"
+    )
+    pytester.makepyfile(
+        test_gpu_perf="from gpuproj import net\n\n\ndef test_net(cnnperf):\n"
+        "    cnnperf.train_step(net(), batch_size=64, image_size=64)\n"
+    )
+    (pytester.path / ".gitignore").write_text("__pycache__/\n*.json\nstdout\nstderr\n")
+    git("init", "-q", "-b", "main")
+    commit(2, "two blocks")
+    commit(6, "six blocks")
+    slower = pytester.runpytest_subprocess(
+        "--cnnperf", "--cnnperf-against=HEAD~1", "--cnnperf-json=r.json", "-p", "no:randomly"
+    )
+    slower.assert_outcomes(failed=1)
+    slower.stdout.fnmatch_lines(["*regressed (throughput*", "*at HEAD~1 (*"])
+    import json
+
+    (result,) = json.loads((pytester.path / "r.json").read_text())["results"]
+    assert result["environment"]["device"] == "cuda:0"
+    assert len(result["decision"]["reference"]["samples"]) == 6
+    same = pytester.runpytest_subprocess("--cnnperf", "--cnnperf-against=HEAD", "-p", "no:randomly")
+    same.assert_outcomes(passed=1)
+    assert git("worktree", "list").count("\n") == 0

@@ -150,7 +150,10 @@ def gpu_check(tmp_path: Path, *args: str) -> tuple[str, list[str]]:
     ("mode", "stages"),
     [
         ((), ["machine", "CUDA tests", "attribution", "short zoo", "truth table"]),
-        (("--extra",), ["machine", "compiled training", "efficiency", "cnnperf doctor"]),
+        (
+            ("--extra",),
+            ["machine", "compiled training", "efficiency", "against a revision", "cnnperf doctor"],
+        ),
     ],
 )
 def test_each_stage_prints_its_time_and_fits_the_device_call(
@@ -174,6 +177,7 @@ def test_the_cuda_tests_run_in_file_order(tmp_path: Path) -> None:
     the pytest process."""
     _, calls = gpu_check(tmp_path)
     (tests,) = [c for c in calls if "tests/test_cuda.py" in c and "not extra_convolution" in c]
+    assert "not against_a_revision" in tests  # the second call's
     assert "-p no:randomly" in tests
 
 
