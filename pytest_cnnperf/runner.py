@@ -344,7 +344,10 @@ class CnnPerf:
         gated against in this run (``None``: against a stored baseline, or nothing)."""
         plan, against = self._plan, self._session.against
         if against is None or plan.save:
-            find = lambda env: self._reference(env, site.key)  # noqa: E731
+
+            def find(environment: Environment) -> Reference:
+                return self._reference(environment, site.key)
+
             return sequential.course(plan, find, profiled=profiled), None
         if world_size != 1:
             raise BenchmarkError(

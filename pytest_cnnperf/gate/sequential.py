@@ -50,7 +50,7 @@ from .decide import (
     throughput_at,
 )
 from .design import Design, median_bounds
-from .policy import GateSettings, Plan, SamplingPolicy
+from .policy import FIRST_LOOK, GateSettings, Plan, SamplingPolicy
 
 #: samples that profile a benchmark's operators: a baseline's first ones, and a gated run's
 #: once a change shows (three processes: the profiles' noise includes theirs)
@@ -274,7 +274,7 @@ class Pairing(Gating):
 
     def first(self) -> Next:
         if self.absent is not None:  # nothing to compare with: a first look's samples
-            return Next(min(self.design.looks[0], FIRST_NEW), memory=1, flops=1)
+            return Next(min(self.design.looks[0], FIRST_LOOK), memory=1, flops=1)
         return dataclasses.replace(super().first(), paired=True)
 
     def lost(self, why: str) -> None:
@@ -293,10 +293,6 @@ class Pairing(Gating):
 
     def _throughput(self, result: Result, reference: Result, look: Look) -> Throughput:
         return judge_pairs(result.measured, reference.measured, self.settings, look)
-
-
-#: samples of a benchmark that has nothing to be compared with
-FIRST_NEW = 3
 
 
 class Saving:
