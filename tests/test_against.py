@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 from factories import CONFIG, ENV
+from repos import checkout_state
+from repos import git as git_
 
 from pytest_cnnperf.gate.policy import CPU, CUDA, GateSettings
 from pytest_cnnperf.gate.sequential import Next, Pairing
@@ -261,27 +263,16 @@ def test_a_project_module_imported_from_elsewhere_is_a_leak_saying_where_and_the
 # ---- git ----
 
 
-def run(folder: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     folder = tmp_path / "repo"
     folder.mkdir()
-    run(folder, "init", "-q", "-b", "main")
+    git_(folder, "init", "-q", "-b", "main")
     (folder / "a.txt").write_text("a")
-    run(folder, "add", "a.txt")
-    run(folder, "commit", "-qm", "First")
+    git_(folder, "add", "a.txt")
+    git_(folder, "commit", "-qm", "First")
     (folder / "a.txt").write_text("b")
-    run(folder, "commit", "-qam", "Second")
+    git_(folder, "commit", "-qam", "Second")
     return folder
 
 
@@ -311,8 +302,8 @@ def test_a_shallow_clone_without_the_revision_says_what_to_fetch(
     repo: Path, tmp_path: Path
 ) -> None:
     shallow = tmp_path / "shallow"
-    run(tmp_path, "clone", "-q", "--depth=1", f"file://{repo}", str(shallow))
-    first = run(repo, "rev-parse", "HEAD~1")
+    git_(tmp_path, "clone", "-q", "--depth=1", f"file://{repo}", str(shallow))
+    first = git_(repo, "rev-parse", "HEAD~1")
     with pytest.raises(git.GitProblem) as caught:
         git.resolve(shallow, first, f"--cnnperf-against={first}")
     assert str(caught.value) == (
@@ -331,20 +322,8 @@ def test_outside_a_repository_the_option_is_refused(tmp_path: Path) -> None:
     )
 
 
-def state(folder: Path) -> tuple[str, ...]:
-    """What a user of the checkout would notice changing."""
-    return (
-        run(folder, "rev-parse", "HEAD"),
-        run(folder, "symbolic-ref", "-q", "HEAD"),
-        run(folder, "status", "--porcelain", "--ignored"),
-        run(folder, "for-each-ref"),
-        run(folder, "stash", "list"),
-        run(folder, "worktree", "list", "--porcelain"),
-    )
-
-
 def test_a_worktree_is_made_apart_and_removed_leaving_the_checkout_as_it_was(repo: Path) -> None:
-    before = state(repo)
+    before = checkout_state(repo)
     base = git.resolve(repo, "HEAD~1", "--cnnperf-against=HEAD~1")
     tree = git.Worktree.add(repo, base)
     assert tree.path.name.startswith(f"{git.WORKTREE_PREFIX}{os.getpid()}-")
@@ -353,7 +332,7 @@ def test_a_worktree_is_made_apart_and_removed_leaving_the_checkout_as_it_was(rep
     assert tree.to_worktree(repo / "x" / "y.py") == tree.path / "x" / "y.py"
     tree.remove()
     assert not tree.path.exists()
-    assert state(repo) == before
+    assert checkout_state(repo) == before
 
 
 def test_the_worktree_of_a_killed_run_is_removed_by_the_next(repo: Path) -> None:
@@ -367,10 +346,10 @@ def test_the_worktree_of_a_killed_run_is_removed_by_the_next(repo: Path) -> None
     left = (
         Path(git.tempfile.gettempdir()) / f"{git.WORKTREE_PREFIX}{dead.stdout.strip()}-{base.short}"
     )
-    run(repo, "worktree", "add", "--detach", "-q", str(left), base.sha)
+    git_(repo, "worktree", "add", "--detach", "-q", str(left), base.sha)
     tree = git.Worktree.add(repo, base)
     assert not left.exists()
-    assert str(left) not in run(repo, "worktree", "list")
+    assert str(left) not in git_(repo, "worktree", "list")
     tree.remove()
 
 
@@ -435,7 +414,7 @@ class Project:
         return self.pytester.path
 
     def git(self, *args: str) -> str:
-        return run(self.path, *args)
+        return git_(self.path, *args)
 
     def commit(self, message: str, sleep: float | None = None, **files: str) -> None:
         if sleep is not None:
@@ -481,7 +460,7 @@ def test_a_slower_commit_regresses_and_an_unrelated_one_passes_leaving_nothing_b
 ) -> None:
     project.commit("Sleep three times as long", sleep=0.030)
     project.commit("A readme", **{"README.md": "# a project\n"})
-    before = state(project.path)
+    before = checkout_state(project.path)
     report, summary, junit = (project.path.parent / name for name in ("r.json", "r.md", "r.xml"))
     slower = project.against(
         "HEAD~2", f"--cnnperf-json={report}", f"--cnnperf-markdown={summary}", f"--junitxml={junit}"
@@ -517,7 +496,7 @@ def test_a_slower_commit_regresses_and_an_unrelated_one_passes_leaving_nothing_b
     unrelated = project.against("HEAD~1")
     unrelated.assert_outcomes(passed=1)  # ok, or inconclusive on a busy machine: never a change
     unrelated.stdout.re_match_lines([r"1 benchmark: 1 (ok|inconclusive)$"])
-    assert state(project.path) == before
+    assert checkout_state(project.path) == before
     assert project.git("worktree", "list").count("\n") == 0
 
 
@@ -658,7 +637,7 @@ def _processes(pattern: str) -> list[str]:
 @pytest.mark.slow  # pytest and its revision's process started, interrupted, started again
 def test_ctrl_c_and_a_kill_leave_no_worktree_process_or_file_behind(project: Project) -> None:
     project.commit("Sleep three times as long", sleep=0.030)
-    before = state(project.path)
+    before = checkout_state(project.path)
     command = [sys.executable, "-m", "pytest", "--cnnperf", "--cnnperf-against=HEAD~1"]
     command += ["-p", "no:cacheprovider"]
     for signum in (signal.SIGINT, signal.SIGKILL):
@@ -679,12 +658,12 @@ def test_ctrl_c_and_a_kill_leave_no_worktree_process_or_file_behind(project: Pro
         assert _processes(made) == []
         if signum == signal.SIGINT:
             assert process.returncode == pytest.ExitCode.INTERRUPTED
-            assert state(project.path) == before
+            assert checkout_state(project.path) == before
             assert list(Path(git.tempfile.gettempdir()).glob(f"{made}*")) == []
     # the killed run could remove nothing: the next run removes its worktree
     assert made in project.git("worktree", "list")
     project.against("HEAD~1").assert_outcomes(failed=1)
-    assert state(project.path) == before
+    assert checkout_state(project.path) == before
     assert list(Path(git.tempfile.gettempdir()).glob(f"{made}*")) == []
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from factories import CONFIG, ENV
+from repos import checkout_state, git
 
 from pytest_cnnperf.model import (
     Comparison,
@@ -30,21 +31,6 @@ from pytest_cnnperf.model import (
 from pytest_cnnperf.reports import bisect as report
 from pytest_cnnperf.revision import bisect
 from pytest_cnnperf.revision.git import WORKTREE_PREFIX, tempfile
-
-
-def git(folder: Path, *args: str, date: str | None = None) -> str:
-    """``git ARGS``; ``date``: the commit's, so that a history's shas (and the midpoints git
-    picks among equals) are the same in every run."""
-    dated = {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date} if date else {}
-    done = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, **dated},
-    )
-    return done.stdout.strip()
 
 
 @pytest.fixture
@@ -295,17 +281,6 @@ def project(tmp_path: Path) -> Callable[..., tuple[Path, list[str]]]:
         return folder, shas
 
     return make
-
-
-def checkout_state(folder: Path) -> tuple[str, ...]:
-    return (
-        git(folder, "rev-parse", "HEAD"),
-        git(folder, "symbolic-ref", "-q", "HEAD"),
-        git(folder, "status", "--porcelain", "--ignored"),
-        git(folder, "for-each-ref"),
-        subprocess.run(["git", "bisect", "log"], cwd=folder, capture_output=True, text=True).stdout,
-        git(folder, "worktree", "list", "--porcelain"),
-    )
 
 
 def cnnperf(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -497,16 +497,20 @@ def test_bisect_takes_good_and_bad_from_the_latest_change_point(history: Path) -
     assert f"between {good[:10]} and {bad[:10]}" in said
 
 
-def test_bisect_from_the_history_needs_its_commits_in_the_clone(
-    capsys: pytest.CaptureFixture[str],
-    history: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.fixture
+def in_a_clone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The current folder a git repository without the history's commits."""
     import subprocess
 
     monkeypatch.chdir(tmp_path)
     subprocess.run(["git", "init", "-q"], check=True)
+    return tmp_path
+
+
+@pytest.mark.usefixtures("in_a_clone")
+def test_bisect_from_the_history_needs_its_commits_in_the_clone(
+    capsys: pytest.CaptureFixture[str], history: Path
+) -> None:
     status, _, err = run(
         capsys, "bisect", "--history", history, "test_history.py::test_step", "--", "t.py"
     )
@@ -518,16 +522,10 @@ def test_bisect_from_the_history_needs_its_commits_in_the_clone(
     )
 
 
+@pytest.mark.usefixtures("in_a_clone")
 def test_bisect_from_a_history_without_the_test_names_the_tests_it_has(
-    capsys: pytest.CaptureFixture[str],
-    history: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str], history: Path
 ) -> None:
-    import subprocess
-
-    monkeypatch.chdir(tmp_path)
-    subprocess.run(["git", "init", "-q"], check=True)
     status, _, err = run(capsys, "bisect", "--history", history, "test_x.py::test_y", "--", "t.py")
     assert status == 2
     assert err == (
