@@ -296,6 +296,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         session.collect(Location.of(item))
 
 
+# ---- running ----
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Seed torch, numpy and random before a benchmark test's fixtures and body build its
+    model: the same initial weights in every process, so its first steps' numbers compare."""
+    if _session(item.config) is not None and _is_benchmark(item):
+        from .measuring.numbers import seed_everything
+
+        seed_everything()
+
+
 # ---- fixtures ----
 
 

@@ -406,14 +406,14 @@ class CnnPerf:
     ) -> Sampler | None:
         """``step.samples`` samples of each side, one after the other, the revision's first in
         every other pair (A B B A ...: a drift of the machine reaches both alike); the i-th of
-        each with the same passes (the revision's without FLOPs or a trace). Returns the
+        each with the same passes (the revision's without a trace). Returns the
         revision's sampler, ``None`` once it turned out not to make this benchmark call."""
         sampler: Sampler | None = base
         for i in range(step.samples):
             asked = _asked(target, step, i)
             sides = [(self._sampler, asked, taken)]
             if sampler is not None:
-                theirs = dataclasses.replace(asked, flops_samples=0, trace=None)
+                theirs = dataclasses.replace(asked, trace=None)
                 sides.insert(0 if len(taken) % 2 == 0 else 1, (sampler, theirs, base_taken))
             for side, what, into in sides:
                 try:
@@ -477,9 +477,9 @@ class CnnPerf:
 def _asked(target: Target, step: Next, i: int | None = None) -> Target:
     """``target`` with the passes ``step`` asks of its samples, or (``i``) of its ``i``-th."""
     if i is None:
-        memory, flops, profile = step.memory, step.flops, step.profile
+        memory, counted, profile = step.memory, step.counted, step.profile
     else:
-        memory, flops, profile = (int(i < n) for n in (step.memory, step.flops, step.profile))
+        memory, counted, profile = (int(i < n) for n in (step.memory, step.counted, step.profile))
     return dataclasses.replace(
-        target, memory_samples=memory, flops_samples=flops, profile_samples=profile
+        target, memory_samples=memory, counted_samples=counted, profile_samples=profile
     )

@@ -266,6 +266,42 @@ def parse_attribution(value: object) -> str:
     return text
 
 
+def parse_structure(value: object) -> frozenset[str]:
+    """The kinds of exact counts that fail a benchmark when they grow (``model.structure``)."""
+    from .model.structure import KINDS, UNGATEABLE, kind_of
+
+    words = [p.strip().lower() for p in str(value).split(",") if p.strip()]
+    if words == ["none"]:
+        return frozenset()
+    kinds = [kind_of(word) for word in words]
+    accepted = [word for kind, (word, _) in KINDS.items() if kind not in UNGATEABLE]
+    if not words or any(kind is None or kind in UNGATEABLE for kind in kinds):
+        bad = next(
+            (w for w, k in zip(words, kinds, strict=True) if k is None or k in UNGATEABLE), value
+        )
+        raise ValueError(
+            f"{bad!r} is not a kind of count the gate can fail on; use {', '.join(accepted)}, "
+            "several joined with commas (e.g. syncs,casts), or none"
+        )
+    return frozenset(k for k in kinds if k is not None)
+
+
+def show_structure(kinds: frozenset[str]) -> str:
+    from .model.structure import KINDS
+
+    return ",".join(word for kind, (word, _) in KINDS.items() if kind in kinds) or "none"
+
+
+def parse_allowed(value: object) -> int:
+    text = str(value).strip()
+    if isinstance(value, bool) or not text.isdigit():
+        raise ValueError(
+            f"{text!r} is not a number of host-device synchronisations; use a whole number of "
+            "at least 0, such as 1 (the syncs per step a benchmark may add)"
+        )
+    return int(text)
+
+
 def parse_names(value: object) -> tuple[str, ...]:
     text = str(value)
     names = tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
@@ -510,6 +546,18 @@ ATTRIBUTION = Setting(
     "or off (no profile is taken)", flag=True, metavar="MODE", ini=True, marker=True,
     default="changes", show=str
 )
+STRUCTURE: Setting[frozenset[str]] = Setting(
+    "structure", parse_structure, "Which exact counts of a step fail a benchmark when they grow "
+    "against its reference: syncs (host-device synchronisations), casts (dtype casts), layouts "
+    "(memory-format conversions), operators (every operator call), several joined with commas, "
+    "or none; every change is reported either way", flag=True, metavar="KINDS", ini=True,
+    marker=True, default=frozenset({"sync"}), show=show_structure
+)
+ALLOWED_SYNCS = Setting(
+    "allowed_syncs", parse_allowed, "Host-device synchronisations per step a benchmark may add "
+    "to its reference's without failing (a known one, e.g. under --cnnperf-against)",
+    ini=True, marker=True, default=0, show=str
+)
 TRACE: Setting[Path | None] = Setting(
     "trace", parse_path, "Write each benchmark's profiled steps as a Chrome / Perfetto trace "
     "into this folder (open it in ui.perfetto.dev or TensorBoard)", flag=True, metavar="DIR",
@@ -552,6 +600,8 @@ SETTINGS: tuple[Setting[Any], ...] = (
     CREEP_RUNS,
     CREEP_ACCEPT,
     ATTRIBUTION,
+    STRUCTURE,
+    ALLOWED_SYNCS,
     TRACE,
 )
 MARKER_SETTINGS = tuple(s for s in SETTINGS if s.marker)
@@ -559,7 +609,8 @@ MARKER_ARGUMENTS = tuple(s.name for s in MARKER_SETTINGS)
 MARKER_HELP = (
     f"cnnperf({', '.join(f'{name}=None' for name in MARKER_ARGUMENTS)}): per-test settings of "
     "pytest-cnnperf: the throughput, memory and compile-time thresholds (e.g. '15%'), the "
-    "effort (quick, standard, thorough), strict mode and attribution (changes, always, off)"
+    "effort (quick, standard, thorough), strict mode, attribution (changes, always, off), the "
+    "counts that fail (structure='syncs,casts') and the syncs allowed (allowed_syncs=1)"
 )
 
 

@@ -46,7 +46,7 @@ class Script:
     #: and how many of them a real run would have profiled the operators of
     profiled: list[tuple[str, int]] = field(default_factory=list)
     #: changes each sample as it is taken: ``decorate(target, i, sample)``, ``i`` its index in
-    #: this look (the first ``target.flops_samples`` of them count FLOPs in a real run); adds
+    #: this look (the first ``target.counted_samples`` of them count FLOPs in a real run); adds
     #: what the script does not make up (FLOPs, a peak, energy, an optimizer phase)
     decorate: Callable[[Target, int, Sample], Sample] | None = None
 

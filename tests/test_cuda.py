@@ -348,7 +348,7 @@ def test_flops_peak_and_energy_of_a_cuda_step() -> None:
         SamplePlan(timing, calibrate=False),
         memory_pass=False,
         in_process=True,
-        flops_pass=True,
+        count_pass=True,
     )
     assert sample.flops is not None
     assert sample.flops.method == "meta"

@@ -677,13 +677,13 @@ SCRIPTED_PEAK = Peak("fp32", 1e12, "setting", "cnnperf_peak_tflops = 1")
 
 def scripted_efficiency(looks: list[int]) -> Scripted:
     """Samples that carry FLOPs and the peak where a real sampler would count them (the first
-    ``target.flops_samples`` of a look), and 0.6 J over 40 ms of RAPL energy each (75 mJ per
-    image at 15 W); ``looks`` gets each look's ``flops_samples``."""
+    ``target.counted_samples`` of a look), and 0.6 J over 40 ms of RAPL energy each (75 mJ per
+    image at 15 W); ``looks`` gets each look's ``counted_samples``."""
 
     def decorate(target: Target, i: int, sample: Sample) -> Sample:
         if i == 0:
-            looks.append(target.flops_samples)
-        counted = i < target.flops_samples
+            looks.append(target.counted_samples)
+        counted = i < target.counted_samples
         return dataclasses.replace(
             sample,
             flops=SCRIPTED_FLOPS if counted else None,

@@ -30,6 +30,8 @@ from pytest_cnnperf.model import (
     CompileComparison,
     CompilerStack,
     CompileSetting,
+    ComputesOtherwise,
+    CountChange,
     Creep,
     CudaGraphsSkipped,
     Decision,
@@ -51,6 +53,7 @@ from pytest_cnnperf.model import (
     NoProfile,
     NotAtRevision,
     NotSaved,
+    NumbersDiffer,
     Peak,
     ProfileFailed,
     Reason,
@@ -64,6 +67,8 @@ from pytest_cnnperf.model import (
     SlowerCompile,
     SoftwareChanged,
     StepFlops,
+    StructureChanged,
+    StructureRegressed,
     UnequalPairs,
     UntrustworthyGpu,
     Verdict,
@@ -133,6 +138,9 @@ REASONS: tuple[Reason, ...] = (
     NoProfile(),
     ProfileFailed("RuntimeError: the profiler could not start"),
     ImpreciseBaseline(22, 0.041, 0.025),
+    StructureRegressed((CountChange("sync", "aten::_local_scalar_dense", "layer3.1", 0, 1),), 0),
+    StructureChanged((CountChange("cast", "aten::_to_copy float32->float64", "fc", 1, 3),)),
+    ComputesOtherwise(NumbersDiffer("loss of step 1", 4.472, 4.556, 1e-3), strict=True),
     NotSaved("the run was interrupted"),
     Remark("creep: worse than the best of its last 5 runs", "creep"),
 )
@@ -376,7 +384,7 @@ JOB = messages.Job(
     rendezvous="/tmp/sample-1.store",
     parent_pid=42,
     memory=False,
-    flops=True,
+    counted=True,
 )
 RUN = RunInfo(
     uid="0f8e2c",
@@ -585,7 +593,8 @@ SAMPLE = ["results", 2, "measurement", "samples", 3]
             "'software-changed', 'disturbed', 'unequal-pairs', 'untrustworthy-gpu', "
             "'sampling-changed', 'new-graph-breaks', 'recompiled', "
             "'slower-compile', 'cuda-graphs-skipped', 'creep', 'no-profile', 'profile-failed', "
-            "'imprecise-baseline', 'not-saved', 'remark'",
+            "'imprecise-baseline', 'structure-regressed', 'structure-changed', 'computes-otherwise', "
+            "'not-saved', 'remark'",
         ),
         (
             True,

@@ -143,7 +143,7 @@ def test_unchanged_code_is_ok_at_the_first_look() -> None:
     decision, asked = follow(gating(baseline()), noisy(0.040, 0.02, seed=2))
     assert decision.verdict is Verdict.OK
     assert [a.samples for a in asked] == [3]
-    assert asked[0] == Next(3, memory=1, flops=1, profile=0)
+    assert asked[0] == Next(3, memory=1, counted=1, profile=0)
     assert decision.throughput is not None
     assert decision.throughput.look is not None
     assert str(decision.throughput.look) == "look 1 of 3"
@@ -272,7 +272,7 @@ def save(settings: GateSettings = SETTINGS, sampling: SamplingPolicy = CPU.sampl
 def test_a_save_keeps_what_a_first_look_needs_and_stops_when_precise() -> None:
     decision, asked = follow(save(), noisy(0.040, 0.02, seed=2))
     assert decision.verdict is Verdict.SAVED
-    assert asked == [Next(11, memory=3, flops=1, profile=3)]
+    assert asked == [Next(11, memory=3, counted=1, profile=3)]
     assert not decision.reasons
 
 

@@ -48,7 +48,8 @@ from ..model import (
     Verdict,
 )
 from ..model.config import calibration_unit
-from . import stats
+from ..model.decision import ComputesOtherwise
+from . import stats, structure
 from .attribute import attribute
 from .policy import GateSettings
 
@@ -489,7 +490,8 @@ def decide(
     if throughput is None:
         assert reference is not None
         throughput = throughput_at(current, reference, settings, look)
-    reasons = list(throughput.reasons) + list(compile_reasons)
+    structure_regressed, structure_reasons = structure.judge(measurement, before, settings)
+    reasons = [*throughput.reasons, *compile_reasons, *structure_reasons]
     memory = None
     if before.memory_peaks and measurement.memory_peaks:
         memory = compare_memory(before.memory_peaks, measurement.memory_peaks, settings)
@@ -497,11 +499,13 @@ def decide(
         throughput.verdict,
         *([memory.verdict] if memory else []),
         *([compiled.verdict] if compiled else []),
+        *([Verdict.REGRESSED] if structure_regressed else []),
     )
     if measurement.in_process != before.in_process:
         reasons.append(SamplingChanged(before.in_process, measurement.in_process))
+    computes_otherwise = any(isinstance(r, ComputesOtherwise) for r in reasons)
     failed = verdict is Verdict.REGRESSED or (
-        settings.strict and (verdict is Verdict.INCONCLUSIVE or bool(changes))
+        settings.strict and (verdict is Verdict.INCONCLUSIVE or bool(changes) or computes_otherwise)
     )
     return Decision(
         verdict=verdict,

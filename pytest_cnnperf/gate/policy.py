@@ -164,6 +164,10 @@ class GateSettings:
     #: which verdicts name the operators that changed: ``changes`` (regressed and improved),
     #: ``always`` or ``off``
     attribution: str = "changes"
+    #: the kinds of exact counts that fail a benchmark when they grow (``model.structure``),
+    #: and the host-device synchronisations per step it may add
+    structure: frozenset[str] = frozenset({"sync"})
+    allowed_syncs: int = 0
 
 
 @dataclass(frozen=True)
@@ -220,6 +224,8 @@ def plan(values: Settings, configuration: Configuration, device_type: str) -> Pl
             strict=values[s.STRICT],
             compile_time_threshold=values[s.COMPILE_TIME_THRESHOLD],
             attribution=values[s.ATTRIBUTION],
+            structure=values[s.STRUCTURE],
+            allowed_syncs=values[s.ALLOWED_SYNCS],
         ),
         save=values[s.SAVE],
         trace=values[s.TRACE],

@@ -64,13 +64,13 @@ PRECISION_LEVEL = 0.10
 @dataclass(frozen=True)
 class Next:
     """What the runner samples next: how many samples, and how many of them (the first ones)
-    also measure peak memory, count the step's FLOPs and profile its operators. ``paired``: as
-    many samples of the revision gated against, in turn with these, the same ones measuring
-    memory and profiling (no FLOPs)."""
+    also measure peak memory, count the step (its FLOPs, operators and first numbers) and
+    profile its operators. ``paired``: as many samples of the revision gated against, in turn
+    with these, the same ones measuring, counting and profiling."""
 
     samples: int
     memory: int = 0
-    flops: int = 0
+    counted: int = 0
     profile: int = 0
     paired: bool = False
 
@@ -126,7 +126,9 @@ class Gating:
     def first(self) -> Next:
         count = self.design.looks[0]
         always = self._profiled and self.settings.attribution == "always"
-        return Next(count, memory=1, flops=1, profile=min(count, PROFILED_SAMPLES) if always else 0)
+        return Next(
+            count, memory=1, counted=1, profile=min(count, PROFILED_SAMPLES) if always else 0
+        )
 
     def look(self, result: Result, base: Result | None = None) -> tuple[Decision, Next | None]:
         """The decision on every sample taken so far, and what to sample next (``base``: the
@@ -274,7 +276,7 @@ class Pairing(Gating):
 
     def first(self) -> Next:
         if self.absent is not None:  # nothing to compare with: a first look's samples
-            return Next(min(self.design.looks[0], FIRST_LOOK), memory=1, flops=1)
+            return Next(min(self.design.looks[0], FIRST_LOOK), memory=1, counted=1)
         return dataclasses.replace(super().first(), paired=True)
 
     def lost(self, why: str) -> None:
@@ -314,7 +316,7 @@ class Saving:
     def first(self) -> Next:
         count = self.least
         profile = min(count, PROFILED_SAMPLES) if self._profiled else 0
-        return Next(count, memory=min(count, MEMORY_CONFIRMATIONS), flops=1, profile=profile)
+        return Next(count, memory=min(count, MEMORY_CONFIRMATIONS), counted=1, profile=profile)
 
     def look(self, result: Result) -> tuple[Decision, Next | None]:
         measurement = result.measured

@@ -2,7 +2,8 @@
 CUDA after its timed steps), warm up, time a block of steps, measure peak memory in a pass of its
 own, and read the GPU's health and the CPU's contention around it all
 and the device's energy over the timed steps; in a benchmark's first sample, count the step's
-FLOPs and find the device's peak; then describe the environment the figures belong to."""
+FLOPs and find the device's peak, count its operators and compute its first steps' numbers;
+then describe the environment the figures belong to."""
 
 from __future__ import annotations
 
@@ -11,7 +12,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model import DeviceHealth, Environment, Peak, Sample, StepFlops
-from . import calibration, compiled, cpuload, energy, environment, flops, memory, nvml, profile
+from . import (
+    calibration,
+    compiled,
+    counting,
+    cpuload,
+    energy,
+    environment,
+    flops,
+    memory,
+    nvml,
+    profile,
+)
 from .peak import find as find_peak
 from .peak_table import PeakSetting
 from .timing import Clock, CpuClock, CudaClock, TimingPolicy, time_steps
@@ -44,20 +56,23 @@ def take_sample(
     in_process: bool,
     ignore_pids: frozenset[int] = frozenset(),
     clock: Clock | None = None,
-    flops_pass: bool = False,
+    count_pass: bool = False,
     profile_pass: bool = False,
     trace: str | None = None,
 ) -> tuple[Sample, Environment]:
     """Measure one sample of ``workload`` on ``device``. ``memory_pass``: also measure peak
     memory; ``ignore_pids``: our own processes, which NVML must not count as other users of
-    the GPU; ``flops_pass``: also count the step's FLOPs and find the device's peak (once per
-    benchmark: they do not vary); ``profile_pass``: also profile the step's operators, last,
+    the GPU; ``count_pass``: also count the step's FLOPs and find the device's peak, count its
+    operators and compute its first steps' numbers (once per benchmark: they do not vary);
+    ``profile_pass``: also profile the step's operators, last,
     and write the profiled steps as a Chrome trace to ``trace`` when given."""
     policy = plan.timing
     cuda = device.type == "cuda"
     clock = clock or clock_for(device)
     monitor = nvml.GpuMonitor.open(device.index or 0, ignore_pids) if cuda else None
     readings = [monitor.read()] if monitor else []
+    # the initial state, kept before the first step, to compute the first steps' numbers from
+    first_steps = workload.first_steps() if count_pass and workload.first_steps else None
     # on a GPU the CPU only launches work, and xdist workers beside it launch theirs: not counted
     cpu_before = None if cuda else cpuload.snapshot()
     # on the CPU before the first step, where the benchmark's heap, caches and threads cannot
@@ -82,14 +97,21 @@ def take_sample(
     elif memory_pass:
         peak = memory.cpu_peak(workload, policy.memory_steps)
     health: DeviceHealth | None = nvml.assess(readings)
-    counted, device_peak = _efficiency(workload, device, plan) if flops_pass else (None, None)
+    counted, device_peak = _efficiency(workload, device, plan) if count_pass else (None, None)
     used = probe.energy(workload.items_per_step * len(timed.step_times_s)) if probe else None
+    structure, structure_error = None, None
+    if count_pass and workload.countable:
+        try:
+            structure = counting.count_steps(workload, device, clock)
+        except counting.CountingFailed as exc:
+            structure_error = str(exc)
     operators, profile_error = None, None
     if profile_pass:
         try:
             operators = profile.profile_steps(workload, device, clock, trace)
         except profile.ProfileFailed as exc:
             profile_error = str(exc)
+    computed = first_steps() if first_steps else None
     sample = Sample(
         step_time_s=timed.step_time_s,
         step_times_s=timed.step_times_s,
@@ -108,6 +130,9 @@ def take_sample(
         parameters=_parameters(workload.model),
         profile=operators,
         profile_error=profile_error,
+        structure=structure,
+        structure_error=structure_error,
+        numbers=computed,
         peak=device_peak,
         energy=used,
     )

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import flops
+from ..model.structure import StepNumbers
+from . import flops, numbers
 from .compiled import Compiled, CompileRequest
 from .flops import Counts
 from .timing import Phase
@@ -71,6 +72,12 @@ class Workload:
     #: the step's FLOPs counted on meta tensors (``measuring.flops``); ``None``: count a real
     #: step instead
     count_on_meta: Callable[[], Counts] | None = None
+    #: whether the dispatcher sees the step's operators (not in a compiled step or a CUDA
+    #: graph's replay), so that they can be counted (``measuring.counting``)
+    countable: bool = True
+    #: keep the initial state now; the call it returns computes the first steps' numbers from
+    #: it (``measuring.numbers``); ``None``: a step whose numbers are not read
+    first_steps: Callable[[], Callable[[], StepNumbers]] | None = None
 
 
 def make_optimizer(
@@ -144,12 +151,20 @@ def class_scores(output: Any, model: Any = None) -> Any:
     )
 
 
+def synthetic_data() -> Any:
+    """The synthetic data's own generator, on the host: the same batch in every process,
+    whatever the model's initialisation drew from torch's."""
+    import torch
+
+    return torch.Generator().manual_seed(numbers.SEED)
+
+
 def synthetic_batch(
     batch_size: int, image_size: tuple[int, int], device: Any, channels_last: bool
 ) -> Any:
     import torch
 
-    images = torch.randn(batch_size, 3, *image_size, device=device)
+    images = torch.randn(batch_size, 3, *image_size, generator=synthetic_data()).to(device)
     if channels_last:
         images = images.contiguous(memory_format=torch.channels_last)
     return images
@@ -185,7 +200,8 @@ def build_train(model: Any, spec: TrainSpec, device: Any) -> Workload:
             model.eval()
             num_classes = int(class_scores(model(images[:1]), model).shape[-1])
             model.train()
-    targets = torch.randint(0, num_classes, (spec.batch_size,), device=device)
+    targets = torch.randint(0, num_classes, (spec.batch_size,), generator=synthetic_data())
+    targets = targets.to(device)
     module = model
     if spec.world_size > 1:
         from torch.nn.parallel import DistributedDataParallel
@@ -275,6 +291,14 @@ def build_train(model: Any, spec: TrainSpec, device: Any) -> Workload:
     def count_on_meta() -> Counts:
         return flops.count_train_on_meta(module, images, targets, loss_fn)
 
+    def first_steps() -> Callable[[], StepNumbers]:
+        within = numbers.tolerance(device.type, spec.amp or "fp32")
+        return numbers.keep(module, optimizer, scaler, phases, lambda: state["loss"], within)
+
+    # the numbers of a plain step: a compiled one's optimizer keeps its state's tensors, a
+    # graphed one replays them, and ranks would each keep theirs
+    plain = spec.compile is None and not spec.cuda_graphs and spec.world_size == 1
+
     return Workload(
         phases=phases,
         items_per_step=spec.batch_size,
@@ -287,6 +311,8 @@ def build_train(model: Any, spec: TrainSpec, device: Any) -> Workload:
         precision=spec.amp or "fp32",
         # an optimizer of the user's own may multiply matrices: count a real step
         count_on_meta=None if callable(spec.optimizer) else count_on_meta,
+        countable=spec.compile is None and not spec.cuda_graphs,
+        first_steps=first_steps if plain else None,
     )
 
 
@@ -336,6 +362,7 @@ def build_inference(model: Any, spec: InferenceSpec, device: Any) -> Workload:
         compiled=compiled,
         precision=spec.amp or "fp32",
         count_on_meta=lambda: flops.count_inference_on_meta(model, images),
+        countable=compiled is None and not spec.cuda_graphs,
     )
 
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 from . import units
 from .profile import Attribution
 from .sample import GraphBreak, Measurement
+from .structure import KINDS, CountChange, NumbersDiffer
 from .values import Count, NonNegative, Positive, PositiveInt, Probability
 
 
@@ -600,6 +601,101 @@ class ProfileFailed(Because):
         )
 
 
+#: what accepts an intended change of a step's counts or numbers, in every sentence that reports one
+_ACCEPT = "record the baseline again (--cnnperf-save) if the change is intended"
+
+
+def _counts(changes: tuple[CountChange, ...], limit: int = 4) -> str:
+    """The changes, those of one count in several callers on one line: ``1 new aten::... per
+    step, in each of blocks.0 and blocks.1``."""
+    callers: dict[tuple[str, str, int, int], list[str]] = {}
+    for c in changes:
+        callers.setdefault((c.kind, c.name, c.before, c.after), []).append(c.where or "")
+    lines = []
+    for (kind, name, before, after), where in callers.items():
+        line = str(CountChange(kind, name, None, before, after))
+        named = [w for w in where if w]
+        if len(named) == 1:
+            line += f", in {named[0]}"
+        elif named:
+            line += f", in each of {', '.join(named[:-1])} and {named[-1]}"
+        lines.append(line)
+    shown = "; ".join(lines[:limit])
+    return shown + (f"; {len(lines) - limit} more" if len(lines) > limit else "")
+
+
+@dataclass(frozen=True)
+class StructureRegressed(Because):
+    """The step calls something more often than its reference did, of a kind the gate fails on
+    (by default a host-device synchronisation): exact counts, no noise and no threshold."""
+
+    kind = "structure-regressed"
+    #: the gated counts that grew
+    changes: tuple[CountChange, ...]
+    #: host-device synchronisations per step the test allows the step to add
+    allowed_syncs: Count = 0
+
+    @property
+    def fails_as(self) -> str:
+        kinds = dict.fromkeys(c.kind for c in self.changes)
+        return " and ".join(f"{KINDS[k][1]}s" for k in kinds)
+
+    def __str__(self) -> str:
+        text = f"structure: {_counts(self.changes)}"
+        if any(c.kind == "sync" for c in self.changes):
+            text += (
+                " (a host-device synchronisation makes the CPU wait for the GPU every step, so "
+                "it cannot queue the next kernels)"
+            )
+            more = sum(c.more for c in self.changes if c.kind == "sync")
+            allowed = f"allowed_syncs={self.allowed_syncs + more}"
+            text += f"; accept a known one with @pytest.mark.cnnperf({allowed}), or {_ACCEPT}"
+        else:
+            text += f"; {_ACCEPT}"
+        return text
+
+
+@dataclass(frozen=True)
+class StructureChanged(Because):
+    """The step's counts changed in ways the gate reports without failing on them."""
+
+    kind = "structure-changed"
+    #: the counts that changed, largest first
+    changes: tuple[CountChange, ...]
+
+    def __str__(self) -> str:
+        return (
+            f"structure: {_counts(self.changes)} (reported; the structure setting names the "
+            "kinds that fail, e.g. structure='syncs,casts')"
+        )
+
+
+@dataclass(frozen=True)
+class ComputesOtherwise(Because):
+    """The step's first steps, from the same seed and weights, computed other numbers than the
+    reference's: it computes something else (a layer skipped, a changed loss), whatever its
+    speed. Fails the benchmark in strict mode only."""
+
+    kind = "computes-otherwise"
+    #: the first number that differs
+    differ: NumbersDiffer
+    #: strict mode, which fails the benchmark for it
+    strict: bool = False
+
+    @property
+    def fails_as(self) -> str | None:
+        return "what the step computes" if self.strict else None
+
+    def __str__(self) -> str:
+        d = self.differ
+        return (
+            f"numbers: the step computes something else: the {d.what} is {d.after:.6g} now, "
+            f"{d.before:.6g} before ({units.change(d.after / d.before - 1) if d.before else '-'}"
+            f", where runs of the same code differ by at most {units.percent(d.tolerance)}); "
+            f"{_ACCEPT}"
+        )
+
+
 @dataclass(frozen=True)
 class ImpreciseBaseline(Because):
     """A save reached its most samples before its median step time was as precise as the gate
@@ -668,14 +764,20 @@ Reason = (
     | NoProfile
     | ProfileFailed
     | ImpreciseBaseline
+    | StructureRegressed
+    | StructureChanged
+    | ComputesOtherwise
     | NotSaved
     | Remark
 )
 
 
 def failure_of(reason: Reason) -> str | None:
-    """What a reason fails a compiled benchmark for (``graph breaks``, ...), or ``None``."""
-    return reason.fails_as if isinstance(reason, Remark) else reason.fails
+    """What a reason fails a benchmark for beside its throughput and memory (``graph breaks``,
+    ``host-device synchronisations``, ...), or ``None``."""
+    if isinstance(reason, Remark | StructureRegressed | ComputesOtherwise):
+        return reason.fails_as
+    return reason.fails
 
 
 def is_creep(reason: Reason) -> bool:

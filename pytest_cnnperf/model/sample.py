@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Annotated
 
 from .profile import PeakParts, Profile
+from .structure import StepNumbers, Structure
 from .values import NONEMPTY, Bytes, Count, NonNegative, Positive, PositiveInt, Seconds
 
 
@@ -298,6 +299,13 @@ class Sample:
     #: benchmark); why there is none when profiling failed
     profile: Profile | None = None
     profile_error: str | None = None
+    #: what the step calls, exactly, counted in the benchmark's first sample (see
+    #: ``model.structure``)
+    structure: Structure | None = None
+    #: why there are no counts, when counting the step failed
+    structure_error: str | None = None
+    #: what a train step's first steps compute from the initial weights (in its first sample)
+    numbers: StepNumbers | None = None
 
     def without_steps(self) -> Sample:
         """The sample as a baseline keeps it: each phase's median instead of its steps."""
@@ -501,6 +509,20 @@ class Measurement:
     def profile(self) -> Profile | None:
         """The operator profile of the samples that took one, merged."""
         return Profile.merged([s.profile for s in self.samples if s.profile])
+
+    @property
+    def structure(self) -> Structure | None:
+        """The step's exact counts (taken in one sample)."""
+        return next((s.structure for s in self.samples if s.structure), None)
+
+    @property
+    def structure_error(self) -> str | None:
+        return next((s.structure_error for s in self.samples if s.structure_error), None)
+
+    @property
+    def numbers(self) -> StepNumbers | None:
+        """The numbers the first steps computed (taken in one sample)."""
+        return next((s.numbers for s in self.samples if s.numbers), None)
 
     @property
     def profile_error(self) -> str | None:

@@ -80,7 +80,7 @@ class ChildSampler:
             memory_pass=job.memory,
             in_process=False,
             ignore_pids=frozenset({job.parent_pid}),
-            flops_pass=job.flops,
+            count_pass=job.counted,
             profile_pass=job.profile,
             trace=target.trace,
         )

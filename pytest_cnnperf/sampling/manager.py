@@ -74,9 +74,10 @@ class Target:
     world_size: int = 1
     #: how many of the samples taken (the first ones) also measure peak memory
     memory_samples: int = 0
-    #: how many of the samples taken (the first ones) also count the step's FLOPs: one, as
-    #: they do not vary; none when more samples are taken of a benchmark that has them
-    flops_samples: int = 1
+    #: how many of the samples taken (the first ones) also count the step's FLOPs and
+    #: operators and compute its first steps' numbers: one, as they do not vary; none when more
+    #: samples are taken of a benchmark that has them
+    counted_samples: int = 1
     #: how many (the first ones) also profile the step's operators, and where to write that
     #: profile's trace
     profile_samples: int = 0
@@ -127,7 +128,7 @@ class InProcessSampler:
                             target.plan,
                             memory_pass=i < target.memory_samples,
                             in_process=True,
-                            flops_pass=i < target.flops_samples,
+                            count_pass=i < target.counted_samples,
                             profile_pass=i < target.profile_samples,
                             trace=target.trace,
                         )
@@ -358,7 +359,7 @@ class ProcessSampler:
             rendezvous=rendezvous,
             parent_pid=os.getpid(),
             memory=i < target.memory_samples,
-            flops=i < target.flops_samples,
+            counted=i < target.counted_samples,
             profile=i < target.profile_samples,
         )
 

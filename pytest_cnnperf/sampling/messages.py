@@ -70,8 +70,9 @@ class Job:
     parent_pid: int = 0
     #: whether this sample also measures peak memory
     memory: bool = True
-    #: whether this sample also counts the step's FLOPs (the benchmark's first)
-    flops: bool = False
+    #: whether this sample also counts the step's FLOPs and operators and computes its first
+    #: steps' numbers (the benchmark's first)
+    counted: bool = False
     #: whether this sample also profiles the step's operators (the benchmark's first)
     profile: bool = False
     #: how to take the sample, when it is not the sample process's own (the revision gated

@@ -80,7 +80,7 @@ def run_rank(job: Job, target: Target, base_device: Any) -> ChildReport:
             memory_pass=job.memory,
             in_process=False,
             ignore_pids=frozenset({job.parent_pid, *pids}),
-            flops_pass=job.flops,
+            count_pass=job.counted,
         )
         step_times: list[float] = [0.0] * job.world_size
         dist.all_gather_object(step_times, sample.step_time_s)

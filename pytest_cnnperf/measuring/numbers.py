@@ -1,0 +1,93 @@
+"""The numbers a train step computes: the losses of its first steps from the model's initial
+weights, with every generator seeded, and the gradients' norm after the first.
+
+Benchmark tests build their models in the test body, after :func:`seed_everything` ran at the
+test's setup, in every process, so the initial weights are the same in each. The sample that
+takes them keeps the initial state on the host before its first step (:func:`keep`), and after
+its timed and counted steps puts it back and runs the first steps again, reading each loss
+between steps: nothing is read inside a timed or counted step.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..model.structure import StepNumbers
+from .timing import Phase
+
+#: the seed of torch, numpy and random at a benchmark test's setup and before the first steps
+SEED = 0
+#: the first steps whose losses are kept
+STEPS = 3
+#: the relative difference within which runs of the same code compute the same, by device and
+#: precision: CPU fp32 differs in its last bits with the thread count; CUDA fp32 with cuDNN's
+#: algorithm choice and TF32; reduced precision by its rounding
+TOLERANCE = {("cpu", "fp32"): 1e-3, ("cuda", "fp32"): 1e-2}
+REDUCED_TOLERANCE = 5e-2
+
+
+def tolerance(device_type: str, precision: str | None) -> float:
+    return TOLERANCE.get((device_type, precision or "fp32"), REDUCED_TOLERANCE)
+
+
+def seed_everything(seed: int = SEED) -> None:
+    """Seed torch (every device), numpy and random."""
+    import random
+
+    import torch
+
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy
+    except ImportError:
+        return
+    numpy.random.seed(seed)
+
+
+def keep(
+    module: Any,
+    optimizer: Any,
+    scaler: Any,
+    phases: Sequence[Phase],
+    loss: Callable[[], Any],
+    tolerance_: float,
+) -> Callable[[], StepNumbers]:
+    """Keep the initial state of a train step on the host; the call returned puts it back and
+    computes the first steps' numbers. ``loss()``: the loss the forward phase left."""
+    model_state = {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
+    optimizer_state = copy.deepcopy(optimizer.state_dict())
+    scaler_state = scaler.state_dict() if scaler is not None else None
+
+    def first_steps() -> StepNumbers:
+        import torch
+
+        module.load_state_dict(model_state)
+        optimizer.load_state_dict(copy.deepcopy(optimizer_state))
+        if scaler is not None and scaler_state:
+            scaler.load_state_dict(scaler_state)
+        seed_everything()
+        losses, norm = [], None
+        for step in range(STEPS):
+            for name, run in phases:
+                run()
+                if name == "forward":
+                    losses.append(float(loss().detach().float()))
+            if step == 0:
+                grads = [
+                    p.grad.detach().double() for p in module.parameters() if p.grad is not None
+                ]
+                norm = (
+                    float(
+                        torch.linalg.vector_norm(
+                            torch.stack([torch.linalg.vector_norm(g) for g in grads])
+                        )
+                    )
+                    if grads
+                    else None
+                )
+        return StepNumbers(losses=tuple(losses), grad_norm=norm, tolerance=tolerance_, seed=SEED)
+
+    return first_steps

@@ -1,0 +1,491 @@
+"""The exact signals beside the clock: operator counts and the numbers a step computes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from pytest_cnnperf.gate import structure as gate_structure
+from pytest_cnnperf.gate.policy import GatePolicy, GateSettings
+from pytest_cnnperf.measuring import counting, numbers
+from pytest_cnnperf.measuring.timing import CpuClock
+from pytest_cnnperf.measuring.workload import TrainSpec, Workload, build_custom, build_train
+from pytest_cnnperf.model import Measurement, Sample
+from pytest_cnnperf.model.decision import ComputesOtherwise, StructureChanged, StructureRegressed
+from pytest_cnnperf.model.structure import (
+    OperatorCount,
+    StepNumbers,
+    Structure,
+    changes,
+    numbers_differ,
+)
+from pytest_cnnperf.settings import parse_allowed, parse_structure
+
+CPU = torch.device("cpu")
+
+
+def counted(step: Callable[[], Any], model: nn.Module | None = None) -> Structure:
+    workload = build_custom(step, 1)
+    workload.model = model
+    found = counting.count_steps(workload, CPU, CpuClock())
+    assert found is not None
+    return found
+
+
+def calls(structure: Structure, kind: str) -> dict[tuple[str, str | None], int]:
+    return {(c.name, c.where): c.per_step for c in structure.counts if c.kind == kind}
+
+
+# ---- what is countable on the CPU: a test per construct (the manual's table) ----
+
+X = torch.randn(8, 8)
+
+
+@pytest.mark.parametrize(
+    ("construct", "label"),
+    [
+        (lambda: X.sum().item(), "aten::_local_scalar_dense (.item(), "),
+        (lambda: float(X.sum()), "aten::_local_scalar_dense (.item(), "),
+        (lambda: bool(X.sum() > 0), "aten::_local_scalar_dense (.item(), "),
+        (lambda: X.nonzero(), "aten::nonzero (nonzero())"),
+        (lambda: X[X > 0], "aten::index (boolean mask)"),
+        (lambda: torch.masked_select(X, X > 0), "aten::masked_select (masked_select())"),
+        (lambda: torch.unique(X), "aten::_unique2 (unique())"),
+    ],
+    ids=["item", "float", "bool", "nonzero", "mask-indexing", "masked_select", "unique"],
+)
+def test_a_host_device_sync_is_counted_on_the_cpu(construct: Callable[[], Any], label: str) -> None:
+    found = calls(counted(construct), "sync")
+    assert [name for name, _ in found if name.startswith(label)], found
+    assert all(count == 1 for count in found.values())
+
+
+def test_a_round_trip_to_float64_counts_two_casts_where_it_happens() -> None:
+    """Named with the module whose forward cast, and again in the backward pass."""
+
+    class Block(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.double().float() * 2
+
+    model = nn.Sequential(nn.Linear(8, 8), Block())
+    x = torch.randn(4, 8)
+
+    def step() -> None:
+        model(x).sum().backward()
+
+    casts = calls(counted(step, model), "cast")
+    assert casts[("aten::_to_copy float32->float64", "1")] == 1
+    assert casts[("aten::_to_copy float64->float32", "1")] == 1
+    assert casts[("aten::_to_copy float32->float64", "step")] == 1  # the backward's
+
+
+def test_a_memory_format_conversion_is_counted() -> None:
+    x = torch.randn(2, 3, 8, 8)
+    layouts = calls(counted(lambda: x.contiguous(memory_format=torch.channels_last)), "layout")
+    assert layouts == {("aten::clone to channels_last", "step"): 1}
+
+
+@pytest.mark.parametrize(
+    "construct",
+    [lambda: X.cpu(), lambda: X.tolist(), lambda: X.contiguous()],
+    ids=["cpu", "tolist", "contiguous"],
+)
+def test_what_dispatches_nothing_on_the_cpu_is_not_counted(construct: Callable[[], Any]) -> None:
+    """``.cpu()`` and ``.tolist()`` of a host tensor do nothing to count (on CUDA the first is
+    a device-to-host copy); neither does ``.contiguous()`` of a contiguous tensor."""
+    found = counted(construct)
+    assert not [c for c in found.counts if c.kind != "op"]
+
+
+def test_a_module_that_syncs_is_named_and_the_plugins_own_calls_are_not_counted() -> None:
+    class Reads(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if x.mean().item() > 100:  # a value read on the host
+                x = x * 0
+            return x
+
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 3), nn.Sequential(nn.ReLU(), Reads()), nn.AdaptiveAvgPool2d(1), nn.Flatten()
+    )
+    workload = build_train(model, TrainSpec(batch_size=2, image_size=(8, 8)), CPU)
+    for _, run in workload.phases:  # the optimizer's state exists from the second step on
+        run()
+    found = counting.count_steps(workload, CPU, CpuClock())
+    assert found is not None
+    syncs = calls(found, "sync")
+    assert list(syncs) == [
+        ("aten::_local_scalar_dense (.item(), float(), int() or bool() of a tensor)", "1.1")
+    ]
+    assert not [c for c in found.counts if c.name.startswith("profiler::")]
+    assert found.varying == ()
+    ops = calls(found, "op")
+    assert ops[("aten::convolution", None)] == 1
+    assert ops[("aten::convolution_backward", None)] == 1
+
+
+def test_counts_that_differ_between_steps_are_varying_and_never_compared() -> None:
+    state = {"n": 0}
+
+    def step() -> None:
+        state["n"] += 1
+        for _ in range(state["n"]):
+            X.add(1)
+
+    found = counted(step)
+    assert found.varying == ("aten::add",)
+    other = Structure((OperatorCount("aten::add", 5),), 2)
+    assert changes(found, other) == ()
+
+
+def test_a_compiled_or_graphed_step_is_not_counted() -> None:
+    workload = Workload(phases=[("step", lambda: None)], items_per_step=1, countable=False)
+    assert counting.count_steps(workload, CPU, CpuClock()) is None
+
+
+def test_the_counter_agrees_with_the_profiler_on_what_it_counts() -> None:
+    """The operators that do the work, the syncs and the casts: counted as often as the profiler
+    sees them. (The profiler also sees the calls kernels make inside them, ``aten::empty``; under
+    a dispatch mode autograd adds gradients out of place, ``aten::add`` for ``aten::add_``.)"""
+    from torch.profiler import profile
+
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU())
+    x = torch.randn(2, 3, 8, 8)
+
+    def step() -> None:
+        out = model(x)
+        float(out.double().sum())
+        out.sum().backward()
+
+    found = counting.summarise(_one_step(step, model), "dispatch")
+    with profile() as prof:
+        step()
+    seen: dict[str, int] = {}
+    for event in prof.events():
+        seen[event.name] = seen.get(event.name, 0) + 1
+    ops = {name: count for (name, _), count in calls(found, "op").items()}
+    working = (
+        "aten::convolution",
+        "aten::convolution_backward",
+        "aten::native_batch_norm",
+        "aten::native_batch_norm_backward",
+        "aten::threshold_backward",
+        "aten::_local_scalar_dense",
+        "aten::_to_copy",
+    )
+    assert {n: ops.get(n) for n in working} == {n: seen.get(n) for n in working}
+
+
+def _one_step(step: Callable[[], None], model: nn.Module) -> list[Any]:
+    counter = counting.Counting("cpu")
+    with counting.module_names(model, counter):
+        counter.steps.append(__import__("collections").Counter())
+        with counter:
+            step()
+    return counter.steps
+
+
+# ---- on CUDA: the runtime's calls among the profiler's host events (a fake) ----
+
+
+class Event:
+    def __init__(self, name: str, start: int, end: int | None = None) -> None:
+        self._name, self._start, self._end = name, start, end if end is not None else start + 1
+
+    def name(self) -> str:
+        return self._name
+
+    def start_ns(self) -> int:
+        return self._start
+
+    def end_ns(self) -> int:
+        return self._end
+
+
+def test_on_cuda_the_runtimes_syncs_and_launches_are_counted_per_step() -> None:
+    """The runtime's synchronising calls and kernel launches inside each counted step's range;
+    the plugin's own synchronisation between the steps is outside both."""
+    events = [
+        Event("cnnperf::counted-step", 0, 1000),
+        Event("cudaLaunchKernel", 10),
+        Event("cudaLaunchKernel", 20),
+        Event("cudaStreamSynchronize", 30),
+        Event("cudaDeviceSynchronize", 1500),  # the plugin's, between steps
+        Event("cnnperf::counted-step", 2000, 3000),
+        Event("cudaLaunchKernel", 2010),
+        Event("cuLaunchKernel", 2020),
+        Event("cudaStreamSynchronize", 2030),
+        Event("aten::add", 2040),
+    ]
+    first, second = counting.runtime_counts(events, 2)
+    assert first == second
+    assert first == {
+        ("launch", "kernel launches", None): 2,
+        ("sync", "cudaStreamSynchronize", None): 1,
+    }
+
+
+def test_on_cuda_a_copy_to_the_host_is_a_sync() -> None:
+    class Fake:
+        def __init__(self, device: str) -> None:
+            self.device, self.dtype = torch.device(device), torch.float32
+
+    to_host = counting.classify("aten::_to_copy", (Fake("cuda"),), {"device": CPU}, "cuda")
+    assert to_host == ("sync", "aten::_to_copy (device to host)")
+    copied = counting.classify("aten::copy_", (Fake("cpu"), Fake("cuda")), {}, "cuda")
+    assert copied == ("sync", "aten::copy_ (device to host)")
+    assert counting.classify("aten::_to_copy", (Fake("cpu"),), {"device": CPU}, "cpu") is None
+
+
+# ---- the gate: counts and numbers against the reference's ----
+
+SETTINGS = GateSettings(GatePolicy(0.01, 0.05, 0), 0.05, 0.05, strict=False)
+SYNC = "aten::_local_scalar_dense (.item(), float(), int() or bool() of a tensor)"
+BASE = Structure((OperatorCount("aten::add", 2), OperatorCount("aten::mul", 1)), 2)
+
+
+def measured(structure: Structure | None, steps: StepNumbers | None = None) -> Measurement:
+    return Measurement(4, (Sample(0.1, structure=structure, numbers=steps),))
+
+
+def with_counts(*more: OperatorCount) -> Structure:
+    return Structure(BASE.counts + more, 2)
+
+
+def test_identical_counts_and_numbers_find_nothing() -> None:
+    steps = StepNumbers((2.3, 2.2, 2.1), 0.5, 1e-3)
+    assert gate_structure.judge(measured(BASE, steps), measured(BASE, steps), SETTINGS) == (
+        False,
+        (),
+    )
+
+
+def test_a_new_sync_fails_naming_the_operator_its_count_and_the_module() -> None:
+    now = with_counts(
+        OperatorCount(SYNC, 1, "sync", "layer3.1"), OperatorCount("aten::_local_scalar_dense", 1)
+    )
+    regressed, (reason,) = gate_structure.judge(measured(now), measured(BASE), SETTINGS)
+    assert regressed
+    assert isinstance(reason, StructureRegressed)
+    assert reason.fails_as == "host-device synchronisations"
+    assert str(reason).startswith(f"structure: 1 new {SYNC} per step, in layer3.1 (a host-device")
+    assert "@pytest.mark.cnnperf(allowed_syncs=1)" in str(reason)
+
+
+def test_allowed_syncs_accepts_a_known_one_and_not_two() -> None:
+    allowed = GateSettings(GatePolicy(0.01, 0.05, 0), 0.05, 0.05, strict=False, allowed_syncs=1)
+    one = with_counts(OperatorCount(SYNC, 1, "sync", "fc"))
+    regressed, reasons = gate_structure.judge(measured(one), measured(BASE), allowed)
+    assert not regressed
+    assert isinstance(reasons[0], StructureChanged)
+    two = with_counts(OperatorCount(SYNC, 2, "sync", "fc"))
+    assert gate_structure.judge(measured(two), measured(BASE), allowed)[0]
+
+
+def test_other_count_changes_are_reported_and_fail_only_where_gated() -> None:
+    cast = "aten::_to_copy float32->float64"
+    now = with_counts(
+        OperatorCount(cast, 2, "cast", "layer3.1"), OperatorCount("aten::_to_copy", 2)
+    )
+    regressed, (reason,) = gate_structure.judge(measured(now), measured(BASE), SETTINGS)
+    assert not regressed
+    assert str(reason).startswith(f"structure: 2 new {cast} per step, in layer3.1 (reported")
+    gated = GateSettings(
+        GatePolicy(0.01, 0.05, 0), 0.05, 0.05, strict=False, structure=frozenset({"cast"})
+    )
+    regressed, (reason,) = gate_structure.judge(measured(now), measured(BASE), gated)
+    assert regressed
+    assert isinstance(reason, StructureRegressed)
+    assert reason.fails_as == "dtype casts"
+
+
+def test_a_reference_without_counts_never_fails_on_them() -> None:
+    now = with_counts(OperatorCount(SYNC, 1, "sync", "fc"))
+    assert gate_structure.judge(measured(now), measured(None), SETTINGS) == (False, ())
+
+
+def test_numbers_beyond_the_tolerance_say_the_step_computes_something_else() -> None:
+    before = StepNumbers((4.472, 2.298, 0.934), 36.9, 1e-3)
+    same = StepNumbers((4.472001, 2.298002, 0.934001), 36.90001, 1e-3)
+    skipped = StepNumbers((4.556, 2.236, 0.719), 31.4, 1e-3)
+    assert numbers_differ(before, same) is None
+    _, (reason,) = gate_structure.judge(measured(BASE, skipped), measured(BASE, before), SETTINGS)
+    assert isinstance(reason, ComputesOtherwise)
+    assert reason.fails_as is None
+    assert str(reason).startswith(
+        "numbers: the step computes something else: the loss of step 1 is 4.556 now, 4.472 before "
+        "(+1.9%, where runs of the same code differ by at most 0.1%)"
+    )
+    strict = GateSettings(GatePolicy(0.01, 0.05, 0), 0.05, 0.05, strict=True)
+    _, (reason,) = gate_structure.judge(measured(BASE, skipped), measured(BASE, before), strict)
+    assert isinstance(reason, ComputesOtherwise)
+    assert reason.fails_as == "what the step computes"
+
+
+def test_the_same_infinity_is_the_same_number() -> None:
+    """An fp16 step whose first gradients overflowed has an infinite norm on both sides."""
+    inf = StepNumbers((1.0,), float("inf"), 5e-2)
+    assert numbers_differ(inf, inf) is None
+    assert numbers_differ(inf, StepNumbers((float("nan"),), float("inf"), 5e-2)) is not None
+
+
+def test_the_structure_settings_name_the_bad_value_and_the_accepted_forms() -> None:
+    assert parse_structure("syncs,casts") == frozenset({"sync", "cast"})
+    assert parse_structure("none") == frozenset()
+    with pytest.raises(ValueError) as bad:
+        parse_structure("syncs,launches")
+    assert str(bad.value) == (
+        "'launches' is not a kind of count the gate can fail on; use syncs, casts, layouts, "
+        "operators, several joined with commas (e.g. syncs,casts), or none"
+    )
+    with pytest.raises(ValueError, match="'-1' is not a number of host-device synchronisations"):
+        parse_allowed("-1")
+
+
+# ---- the numbers: the first steps from the initial weights, read outside the steps ----
+
+
+def test_the_first_steps_numbers_are_the_same_after_the_model_trained() -> None:
+    """Kept before the first step, the initial state is put back: the numbers do not depend on
+    how many steps the sample timed, and match a fresh model's from the same seed."""
+
+    def build() -> Workload:
+        numbers.seed_everything()
+        model = nn.Sequential(
+            nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Flatten(), nn.Linear(144, 5)
+        )
+        return build_train(model, TrainSpec(batch_size=4, image_size=(8, 8), num_classes=5), CPU)
+
+    fresh = build()
+    assert fresh.first_steps is not None
+    direct = fresh.first_steps()()
+    trained = build()
+    assert trained.first_steps is not None
+    first = trained.first_steps()
+    for _ in range(5):
+        for _, run in trained.phases:
+            run()
+    again = first()
+    assert again == direct
+    assert len(again.losses) == numbers.STEPS
+    assert again.grad_norm
+    assert again.tolerance == numbers.tolerance("cpu", "fp32")
+
+
+# ---- the whole way: a test's step gains a sync, casts, or skips a block ----
+
+NET = """
+import os
+
+import torch
+from torch import nn
+
+HERE = os.path.dirname(__file__)
+
+
+def variant(name):
+    return os.path.exists(os.path.join(HERE, name))
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x):
+        if variant("ITEM"):
+            float(x.mean())
+        y = self.conv(x)
+        if variant("F64"):
+            y = y.double().float()
+        return torch.relu(y)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.blocks = nn.Sequential(Block(), Block())
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = self.blocks[0](x) if variant("SKIP") else self.blocks(x)
+        return self.fc(x.mean((2, 3)))
+
+
+def test_net(cnnperf):
+    cnnperf.train_step(Net(), batch_size=4, image_size=16)
+"""
+
+
+@pytest.fixture
+def net(pytester: pytest.Pytester, one_thread: None) -> pytest.Pytester:
+    pytester.makepyfile(test_net=NET)
+    pytester.makeini(
+        "[pytest]\ncnnperf_inprocess = true\ncnnperf_samples = 3\ncnnperf_min_time = 0.02\n"
+        "cnnperf_calibration = false\ncnnperf_peak_tflops = 1\ncnnperf_attribution = off\n"
+    )
+    pytester.runpytest("--cnnperf", "--cnnperf-save").assert_outcomes(passed=1)
+    (saved,) = (pytester.path / "baselines").glob("*/test_net.json")
+    assert '"structure"' in saved.read_text()
+    assert '"numbers"' in saved.read_text()
+    return pytester
+
+
+def test_an_item_in_a_forward_fails_as_a_structure_regression_naming_it_and_its_module(
+    net: pytest.Pytester,
+) -> None:
+    (net.path / "ITEM").write_text("1")
+    result = net.runpytest("--cnnperf", "--cnnperf-json=r.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*cnnperf: train_step Net bs=4 16x16 opt=sgd regressed (*host-device synchronisations)",
+            "*structure: 1 new aten::_local_scalar_dense (.item(), *) per step, in each of "
+            "blocks.0 and blocks.1 (a host-device synchronisation*allowed_syncs=2*",
+        ]
+    )
+    data = json.loads((net.path / "r.json").read_text())
+    kinds = [r["kind"] for r in data["results"][0]["decision"]["reasons"]]
+    assert "structure-regressed" in kinds
+
+
+def test_identical_code_has_no_structure_finding_and_computes_the_same(
+    net: pytest.Pytester,
+) -> None:
+    result = net.runpytest("--cnnperf", "--cnnperf-json=r.json", "-p", "no:randomly")
+    data = json.loads((net.path / "r.json").read_text())
+    reasons = data["results"][0]["decision"].get("reasons", [])
+    assert not [r for r in reasons if r["kind"].startswith(("structure", "computes"))], reasons
+    assert "structure:" not in result.stdout.str()
+    assert "numbers:" not in result.stdout.str()
+
+
+def test_a_round_trip_to_float64_is_reported_with_its_count_and_passes(
+    net: pytest.Pytester,
+) -> None:
+    (net.path / "F64").write_text("1")
+    result = net.runpytest("--cnnperf", "-rA")
+    assert result.ret in (0, 1)  # the speed verdict is the clock's; the counts are exact
+    result.stdout.fnmatch_lines(
+        [
+            "*structure: *1 new aten::_to_copy float32->float64 per step, in each of blocks.0 and blocks.1*"
+        ]
+    )
+    assert "host-device synchronisations" not in result.stdout.str()
+
+
+def test_a_skipped_block_computes_something_else_and_fails_in_strict_mode(
+    net: pytest.Pytester,
+) -> None:
+    (net.path / "SKIP").write_text("1")
+    result = net.runpytest("--cnnperf", "-rA")
+    result.stdout.fnmatch_lines(["*numbers: the step computes something else: the loss of step*"])
+    strict = net.runpytest("--cnnperf", "--cnnperf-strict")
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines(["*numbers: the step computes something else*"])
