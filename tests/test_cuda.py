@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from pytest_cnnperf.model.structure import numbers_differ
+
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 # What these tests expect of keys and messages: on CUDA the cnnperf fixture passes the cuDNN mode
@@ -369,6 +371,58 @@ def test_flops_peak_and_energy_of_a_cuda_step() -> None:
         assert sample.energy.items == 16 * len(sample.step_times_s)
     else:
         assert sample.energy is None
+
+
+def test_a_sync_on_cuda_is_counted_from_the_dispatcher_and_the_runtimes_host_events() -> None:
+    """``.item()`` in a module's forward: its operator named with the module, the runtime's
+    synchronisation it waits in, a copy to the host as a sync; the kernel launches reported; the
+    first steps' numbers computed within the CUDA fp32 tolerance of a second run."""
+    from torch import nn
+
+    from pytest_cnnperf.measuring import counting, numbers
+    from pytest_cnnperf.measuring.sample import clock_for
+    from pytest_cnnperf.measuring.workload import TrainSpec, Workload, build_train
+
+    class Reads(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            float(x.mean())
+            x.sum().cpu()
+            return x
+
+    device = torch.device("cuda:0")
+
+    def build() -> Workload:
+        numbers.seed_everything()
+        model = nn.Sequential(
+            nn.Conv2d(3, 32, 3, padding=1),
+            nn.ReLU(),
+            Reads(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(32, 10),
+        )
+        return build_train(model, TrainSpec(batch_size=16, image_size=(32, 32)), device)
+
+    workload = build()
+    assert workload.first_steps is not None
+    first = workload.first_steps()
+    for _ in range(3):
+        for _, run in workload.phases:
+            run()
+    found = counting.count_steps(workload, device, clock_for(device))
+    assert found is not None
+    assert found.source == "dispatch+cuda"
+    syncs = {(c.name, c.where): c.per_step for c in found.counts if c.kind == "sync"}
+    item = "aten::_local_scalar_dense"
+    assert syncs[(f"{item} ({counting.SYNC_OPERATORS[item]})", "2")] == 1
+    assert syncs[("aten::_to_copy (device to host)", "2")] == 1
+    assert sum(n for (name, _), n in syncs.items() if name in counting.CUDA_SYNCS) >= 2
+    assert found.per_step("launch") > 0
+    computed = first()
+    again = build().first_steps
+    assert again is not None
+    assert numbers_differ(computed, again()()) is None
+    assert computed.tolerance == numbers.tolerance("cuda", "fp32")
 
 
 def test_an_extra_convolution_is_named_by_its_kernels_device_time() -> None:

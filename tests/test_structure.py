@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch import nn
 
+from pytest_cnnperf.cli import main
 from pytest_cnnperf.gate import structure as gate_structure
 from pytest_cnnperf.gate.policy import GatePolicy, GateSettings
 from pytest_cnnperf.measuring import counting, numbers
@@ -438,10 +439,15 @@ def net(pytester: pytest.Pytester, one_thread: None) -> pytest.Pytester:
 
 
 def test_an_item_in_a_forward_fails_as_a_structure_regression_naming_it_and_its_module(
-    net: pytest.Pytester,
+    net: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """In the failure, and in every report: JSON, Markdown, JUnit, ``cnnperf show`` and
+    ``cnnperf compare`` against the run before."""
+    net.runpytest("--cnnperf", "--cnnperf-json=before.json")  # its speed verdict is the clock's
     (net.path / "ITEM").write_text("1")
-    result = net.runpytest("--cnnperf", "--cnnperf-json=r.json")
+    result = net.runpytest(
+        "--cnnperf", "--cnnperf-json=r.json", "--cnnperf-markdown=r.md", "--junitxml=j.xml"
+    )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -453,6 +459,21 @@ def test_an_item_in_a_forward_fails_as_a_structure_regression_naming_it_and_its_
     data = json.loads((net.path / "r.json").read_text())
     kinds = [r["kind"] for r in data["results"][0]["decision"]["reasons"]]
     assert "structure-regressed" in kinds
+    new_sync = "1 new aten::_local_scalar_dense (.item(), float(), int() or bool() of a tensor)"
+    markdown = (net.path / "r.md").read_text()
+    assert "- ❌ `test_net` (Net bs=4 16x16): structure: 1 new aten::" in markdown
+    assert "per step, in each of blocks.0 and blocks.1" in markdown
+    junit = (net.path / "j.xml").read_text()
+    assert '<property name="cnnperf.syncs_per_step" value="2"' in junit
+    capsys.readouterr()
+    main(["show", str(net.path / "r.json")])
+    assert new_sync in capsys.readouterr().out
+    main(["compare", str(net.path / "before.json"), str(net.path / "r.json")])
+    shown = capsys.readouterr().out
+    assert (
+        "what test_net [train_step Net bs=4 16x16 opt=sgd] calls and computes, OLD -> NEW:" in shown
+    )
+    assert f"  structure: {new_sync} per step, in each of blocks.0 and blocks.1" in shown
 
 
 def test_identical_code_has_no_structure_finding_and_computes_the_same(

@@ -16,11 +16,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..gate import structure
 from ..gate.attribute import attribute
 from ..gate.decide import combine, compare_memory, compare_throughput
 from ..gate.design import one_look
 from ..gate.policy import GateSettings, gate_policy
-from ..model import Attribution, Comparison, Environment, Result, Verdict, units
+from ..model import Attribution, Comparison, Environment, Reason, Result, Verdict, units
 from ..model.decision import TESTS
 from ..settings import MEMORY_THRESHOLD, THRESHOLD
 from ..store.results_file import FileProblem, Loaded, load
@@ -101,6 +102,8 @@ class Pair:
     verdict: Verdict
     #: which operators changed, where the verdict is a change and both sides have a profile
     attribution: Attribution | None = None
+    #: the exact counts and the first steps' numbers that differ, where both sides have them
+    structure: tuple[Reason, ...] = ()
 
     @property
     def speedup(self) -> float:
@@ -148,7 +151,8 @@ def pair(old: Result, new: Result, settings: GateSettings) -> Pair:
         grew = memory is not None and memory.verdict in (Verdict.REGRESSED, Verdict.IMPROVED)
         peaks = (before.peak_parts, after.peak_parts)
         attribution = attribute(old_profile, new_profile, grew, peaks)
-    return Pair(old, new, throughput, memory, verdict, attribution)
+    _, found = structure.judge(after, before, settings)
+    return Pair(old, new, throughput, memory, verdict, attribution, found)
 
 
 def compare(
@@ -262,6 +266,9 @@ def lines(
             out += ["", f"operators of {p.new.test} [{p.new.key}], OLD -> NEW:"]
             every = len(p.attribution.changes) + len(p.attribution.allocations)
             out += [f"  {line}" for line in p.attribution.lines(limit=every)]
+        if p.structure:
+            out += ["", f"what {p.new.test} [{p.new.key}] calls and computes, OLD -> NEW:"]
+            out += [f"  {reason}" for reason in p.structure]
     for label, results in (("OLD", matching.only_old), ("NEW", matching.only_new)):
         if results:
             out.append(f"only in {label}: " + ", ".join(f"{r.test} [{r.key}]" for r in results))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..model import Measurement, Result, units
+from ..model.structure import KINDS
 from . import explain, table
 
 PREFIX = "cnnperf."
@@ -55,6 +56,7 @@ def properties(result: Result) -> list[tuple[str, str]]:
                 ("recompiles", str(m.recompiles)),
             ]
         props += _efficiency(m)
+        props += _structure(m)
     if d is not None and d.baseline_file:
         props.append(("baseline_file", d.baseline_file))
     if d is not None and d.against:
@@ -90,6 +92,19 @@ def _efficiency(m: Measurement) -> list[tuple[str, str]]:
             ("mean_power_w", _number(energy.mean_power_w)),
         ]
     return props
+
+
+def _structure(m: Measurement) -> list[tuple[str, str]]:
+    """Each kind of exact count per step (``syncs_per_step``), where the step was counted."""
+    structure = m.structure
+    if structure is None:
+        return []
+    kinds = {c.kind for c in structure.counts}
+    return [
+        (f"{word}_per_step", str(structure.per_step(kind)))
+        for kind, (word, _) in KINDS.items()
+        if kind in kinds or kind == "sync"
+    ]
 
 
 def all_properties(results: Sequence[Result]) -> list[tuple[str, str]]:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..model import Comparison, Result, Verdict, units
-from ..model.decision import failure_of
+from ..model.decision import ComputesOtherwise, failure_of
 from . import explain, table
 
 SUMMARY_VARIABLE = "GITHUB_STEP_SUMMARY"
@@ -139,6 +139,8 @@ def _attention(results: Sequence[Result]) -> list[str]:
             lines.append(f"- {ICON[Verdict.REGRESSED]} {name}: {text(said)}")
         elif d.verdict is Verdict.ERROR:
             lines.append(f"- {ICON[d.verdict]} {name}: {text(result.error or 'error')}")
+        elif otherwise := [str(r) for r in d.reasons if isinstance(r, ComputesOtherwise)]:
+            lines.append(f"- {ICON[Verdict.INCONCLUSIVE]} {name}: {text(otherwise[0])}")
         elif d.verdict is Verdict.INCONCLUSIVE and d.throughput and result.measurement:
             spread = result.measurement.step.relative_iqr / 2
             lines.append(
