@@ -17,6 +17,8 @@ Compiled steps and CUDA-graph replays are not counted: their kernels bypass the 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -75,6 +77,7 @@ def count_steps(workload: Workload, device: Any, clock: Clock) -> Structure | No
     cuda = device.type == "cuda"
     counter = Counting(device.type)
     clock.sync()
+    started = time.perf_counter()
     try:
         with module_names(workload.model, counter), _runtime(cuda) as events:
             for _ in range(STEPS):
@@ -90,7 +93,8 @@ def count_steps(workload: Workload, device: Any, clock: Clock) -> Structure | No
                 per_step[i].update(runtime)
     except Exception as exc:  # a step that reads values the mode cannot pass through
         raise CountingFailed(f"{type(exc).__name__}: {exc}".splitlines()[0]) from exc
-    return summarise(per_step, "dispatch+cuda" if cuda else "dispatch")
+    found = summarise(per_step, "dispatch+cuda" if cuda else "dispatch")
+    return dataclasses.replace(found, seconds=time.perf_counter() - started)
 
 
 Key = tuple[str, str, "str | None"]

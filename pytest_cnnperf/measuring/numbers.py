@@ -11,6 +11,7 @@ between steps: nothing is read inside a timed or counted step.
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -57,13 +58,14 @@ def keep(
 ) -> Callable[[], StepNumbers]:
     """Keep the initial state of a train step on the host; the call returned puts it back and
     computes the first steps' numbers. ``loss()``: the loss the forward phase left."""
+    started = time.perf_counter()
     model_state = {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
     optimizer_state = copy.deepcopy(optimizer.state_dict())
     scaler_state = scaler.state_dict() if scaler is not None else None
+    kept_s = time.perf_counter() - started
 
     def first_steps() -> StepNumbers:
-        import torch
-
+        started = time.perf_counter()
         module.load_state_dict(model_state)
         optimizer.load_state_dict(copy.deepcopy(optimizer_state))
         if scaler is not None and scaler_state:
@@ -76,18 +78,16 @@ def keep(
                 if name == "forward":
                     losses.append(float(loss().detach().float()))
             if step == 0:
-                grads = [
-                    p.grad.detach().double() for p in module.parameters() if p.grad is not None
-                ]
-                norm = (
-                    float(
-                        torch.linalg.vector_norm(
-                            torch.stack([torch.linalg.vector_norm(g) for g in grads])
-                        )
-                    )
-                    if grads
-                    else None
-                )
-        return StepNumbers(losses=tuple(losses), grad_norm=norm, tolerance=tolerance_, seed=SEED)
+                norm = grad_norm(module)
+        seconds = kept_s + time.perf_counter() - started
+        return StepNumbers(tuple(losses), norm, tolerance_, SEED, seconds)
 
     return first_steps
+
+
+def grad_norm(module: Any) -> float | None:
+    """The L2 norm of all the module's gradients together, in float64."""
+    import torch
+
+    norms = [p.grad.detach().double().norm() for p in module.parameters() if p.grad is not None]
+    return float(torch.linalg.vector_norm(torch.stack(norms))) if norms else None

@@ -70,6 +70,8 @@ class Structure:
     #: ``dispatch``: PyTorch's dispatcher (every device); ``dispatch+cuda``: with the CUDA
     #: runtime's synchronisations and kernel launches read from the profiler's host events
     source: str = "dispatch"
+    #: the wall time counting took, what the counts cost the sample
+    seconds: NonNegative = 0.0
 
     def per_step(self, kind: str) -> int:
         """All calls of a kind per step."""
@@ -136,6 +138,8 @@ class StepNumbers:
     tolerance: NonNegative
     #: the seed of torch, numpy and random at the test's setup and before the first steps
     seed: int = 0
+    #: the wall time keeping the initial state and computing the numbers took
+    seconds: NonNegative = 0.0
 
     def values(self) -> tuple[float, ...]:
         return (*self.losses, *([self.grad_norm] if self.grad_norm is not None else []))
