@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..model import Measurement, Result, units
-from ..model.structure import KINDS
+from ..model.structure import KINDS, UNGATEABLE
 from . import explain, table
 
 PREFIX = "cnnperf."
@@ -99,11 +99,11 @@ def _structure(m: Measurement) -> list[tuple[str, str]]:
     structure = m.structure
     if structure is None:
         return []
-    kinds = {c.kind for c in structure.counts}
+    cuda = "cuda" in structure.source  # the only device that launches kernels we count
     return [
         (f"{word}_per_step", str(structure.per_step(kind)))
         for kind, (word, _) in KINDS.items()
-        if kind in kinds or kind == "sync"
+        if kind not in UNGATEABLE or cuda
     ]
 
 
