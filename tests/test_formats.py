@@ -52,6 +52,7 @@ from pytest_cnnperf.model import (
     NoisyCalibration,
     NoProfile,
     NotAtRevision,
+    NotCounted,
     NotSaved,
     NumbersDiffer,
     Peak,
@@ -140,6 +141,7 @@ REASONS: tuple[Reason, ...] = (
     ImpreciseBaseline(22, 0.041, 0.025),
     StructureRegressed((CountChange("sync", "aten::_local_scalar_dense", "layer3.1", 0, 1),), 0),
     StructureChanged((CountChange("cast", "aten::_to_copy float32->float64", "fc", 1, 3),)),
+    NotCounted("RuntimeError: a custom kernel without a Python binding"),
     ComputesOtherwise(NumbersDiffer("loss of step 1", 4.472, 4.556, 1e-3), strict=True),
     NotSaved("the run was interrupted"),
     Remark("creep: worse than the best of its last 5 runs", "creep"),
@@ -593,7 +595,8 @@ SAMPLE = ["results", 2, "measurement", "samples", 3]
             "'software-changed', 'disturbed', 'unequal-pairs', 'untrustworthy-gpu', "
             "'sampling-changed', 'new-graph-breaks', 'recompiled', "
             "'slower-compile', 'cuda-graphs-skipped', 'creep', 'no-profile', 'profile-failed', "
-            "'imprecise-baseline', 'structure-regressed', 'structure-changed', 'computes-otherwise', "
+            "'imprecise-baseline', 'structure-regressed', 'structure-changed', 'not-counted', "
+            "'computes-otherwise', "
             "'not-saved', 'remark'",
         ),
         (

@@ -159,7 +159,7 @@ def test_the_counter_agrees_with_the_profiler_on_what_it_counts() -> None:
 
     def step() -> None:
         out = model(x)
-        float(out.double().sum())
+        float(out.detach().double().sum())
         out.sum().backward()
 
     found = counting.summarise(_one_step(step, model), "dispatch")
@@ -302,6 +302,16 @@ def test_other_count_changes_are_reported_and_fail_only_where_gated() -> None:
     assert regressed
     assert isinstance(reason, StructureRegressed)
     assert reason.fails_as == "dtype casts"
+
+
+def test_a_step_that_could_not_be_counted_says_so_and_compares_nothing() -> None:
+    failed = Measurement(4, (Sample(0.1, structure_error="RuntimeError: no Python binding"),))
+    regressed, (reason,) = gate_structure.judge(failed, measured(BASE), SETTINGS)
+    assert not regressed
+    assert str(reason) == (
+        "structure: the step could not be counted (RuntimeError: no Python binding), so its "
+        "operator counts were not compared; the timed steps ran as usual"
+    )
 
 
 def test_a_reference_without_counts_never_fails_on_them() -> None:
@@ -510,3 +520,30 @@ def test_a_skipped_block_computes_something_else_and_fails_in_strict_mode(
     strict = net.runpytest("--cnnperf", "--cnnperf-strict")
     strict.assert_outcomes(failed=1)
     strict.stdout.fnmatch_lines(["*numbers: the step computes something else*"])
+
+
+def test_numbers_that_cannot_be_computed_leave_the_sample_as_it_was() -> None:
+    """A check beside the sample: one that fails (a loss that is no tensor, a state that does
+    not load back) costs the sample its numbers only; the counts are taken all the same."""
+    import dataclasses
+
+    from pytest_cnnperf.gate.policy import CPU as CPU_POLICY
+    from pytest_cnnperf.measuring.sample import SamplePlan, take_sample
+
+    def unkeepable() -> Callable[[], StepNumbers]:
+        raise RuntimeError("the state does not load back")
+
+    workload = build_custom(lambda: X.add(1), 1)
+    workload.first_steps = unkeepable
+    timing = dataclasses.replace(CPU_POLICY.timing, min_time_s=0.01, min_steps=3)
+    sample, _ = take_sample(
+        workload,
+        CPU,
+        SamplePlan(timing, calibrate=False),
+        memory_pass=False,
+        in_process=True,
+        count_pass=True,
+    )
+    assert sample.numbers is None
+    assert sample.structure is not None
+    assert calls(sample.structure, "op") == {("aten::add", None): 1}

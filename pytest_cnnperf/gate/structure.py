@@ -10,7 +10,7 @@ said beside the verdict (and fails in strict mode).
 from __future__ import annotations
 
 from ..model import Measurement, Reason
-from ..model.decision import ComputesOtherwise, StructureChanged, StructureRegressed
+from ..model.decision import ComputesOtherwise, NotCounted, StructureChanged, StructureRegressed
 from ..model.structure import CountChange, changes, numbers_differ
 from .policy import GateSettings
 
@@ -36,6 +36,8 @@ def judge(
         rest += tuple(c for c in found if c.kind == "op" and c not in gated and c.name not in named)
         if rest:
             reasons.append(StructureChanged(rest))
+    elif before is not None and measurement.structure_error:
+        reasons.append(NotCounted(measurement.structure_error))
     if reference.numbers is not None and measurement.numbers is not None:
         differ = numbers_differ(reference.numbers, measurement.numbers)
         if differ is not None:

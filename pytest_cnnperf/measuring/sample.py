@@ -8,8 +8,9 @@ then describe the environment the figures belong to."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..model import DeviceHealth, Environment, Peak, Sample, StepFlops
 from . import (
@@ -28,6 +29,8 @@ from .peak import find as find_peak
 from .peak_table import PeakSetting
 from .timing import Clock, CpuClock, CudaClock, TimingPolicy, time_steps
 from .workload import Workload
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,7 @@ def take_sample(
     monitor = nvml.GpuMonitor.open(device.index or 0, ignore_pids) if cuda else None
     readings = [monitor.read()] if monitor else []
     # the initial state, kept before the first step, to compute the first steps' numbers from
-    first_steps = workload.first_steps() if count_pass and workload.first_steps else None
+    first_steps = _quietly(workload.first_steps) if count_pass else None
     # on a GPU the CPU only launches work, and xdist workers beside it launch theirs: not counted
     cpu_before = None if cuda else cpuload.snapshot()
     # on the CPU before the first step, where the benchmark's heap, caches and threads cannot
@@ -111,7 +114,7 @@ def take_sample(
             operators = profile.profile_steps(workload, device, clock, trace)
         except profile.ProfileFailed as exc:
             profile_error = str(exc)
-    computed = first_steps() if first_steps else None
+    computed = _quietly(first_steps)
     sample = Sample(
         step_time_s=timed.step_time_s,
         step_times_s=timed.step_times_s,
@@ -141,6 +144,18 @@ def take_sample(
     if workload.compiled:
         env = dataclasses.replace(env, compiler=compiled.compiler_stack(device.type))
     return sample, env
+
+
+def _quietly(call: Callable[[], T] | None) -> T | None:
+    """``call()``, or ``None`` where there is nothing to call or it fails: the first steps'
+    numbers are a check beside the sample, which they must not fail (a loss of the user's own
+    that is no tensor, a state that does not load back)."""
+    if call is None:
+        return None
+    try:
+        return call()
+    except Exception:
+        return None
 
 
 def _parameters(model: Any) -> int | None:

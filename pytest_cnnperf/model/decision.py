@@ -671,6 +671,21 @@ class StructureChanged(Because):
 
 
 @dataclass(frozen=True)
+class NotCounted(Because):
+    """The step could not be counted, where its reference was: its counts are not compared."""
+
+    kind = "not-counted"
+    #: why counting failed, as the counting pass said
+    error: str
+
+    def __str__(self) -> str:
+        return (
+            f"structure: the step could not be counted ({self.error}), so its operator counts "
+            "were not compared; the timed steps ran as usual"
+        )
+
+
+@dataclass(frozen=True)
 class ComputesOtherwise(Because):
     """The step's first steps, from the same seed and weights, computed other numbers than the
     reference's: it computes something else (a layer skipped, a changed loss), whatever its
@@ -766,6 +781,7 @@ Reason = (
     | ImpreciseBaseline
     | StructureRegressed
     | StructureChanged
+    | NotCounted
     | ComputesOtherwise
     | NotSaved
     | Remark
