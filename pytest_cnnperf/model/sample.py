@@ -6,11 +6,13 @@ import dataclasses
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Generic, TypeVar, overload
 
 from .profile import PeakParts, Profile
 from .structure import StepNumbers, Structure
 from .values import NONEMPTY, Bytes, Count, NonNegative, Positive, PositiveInt, Seconds
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -318,6 +320,27 @@ class Sample:
         )
 
 
+class Once(Generic[T]):
+    """A figure one sample takes for the whole benchmark (they do not vary: FLOPs, counts, the
+    first steps' numbers), read on the :class:`Measurement` as the first sample's that has it:
+    declared once, as ``flops = Once[StepFlops]()``, beside the sample's field of that name."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, measurement: None, owner: type) -> Once[T]: ...
+
+    @overload
+    def __get__(self, measurement: Measurement, owner: type) -> T | None: ...
+
+    def __get__(self, measurement: Measurement | None, owner: type) -> Once[T] | T | None:
+        if measurement is None:  # on the class: the descriptor itself
+            return self
+        found = (getattr(s, self.name) for s in measurement.samples)
+        return next((value for value in found if value is not None), None)
+
+
 @dataclass(frozen=True)
 class Measurement:
     """All samples of one benchmark, with the figures reports show."""
@@ -325,6 +348,15 @@ class Measurement:
     items_per_step: PositiveInt
     samples: Annotated[tuple[Sample, ...], NONEMPTY]
     unit: str = "images"
+
+    # the figures one sample takes for the benchmark
+    flops = Once[StepFlops]()
+    peak = Once[Peak]()
+    parameters = Once[int]()
+    structure = Once[Structure]()
+    structure_error = Once[str]()
+    numbers = Once[StepNumbers]()
+    profile_error = Once[str]()
 
     def without_steps(self) -> Measurement:
         """The measurement as a baseline keeps it: its samples without their steps, and their
@@ -462,11 +494,6 @@ class Measurement:
         return max((c.cudagraph_skips for c in self.compilations), default=0)
 
     @property
-    def flops(self) -> StepFlops | None:
-        """The step's FLOPs (counted in one sample)."""
-        return next((s.flops for s in self.samples if s.flops), None)
-
-    @property
     def flops_per_step(self) -> float | None:
         """FLOPs of one step of all ``items_per_step`` (all ranks of a data-parallel step)."""
         flops = self.flops
@@ -477,10 +504,6 @@ class Measurement:
         """FLOPs per step over the step time: what the step achieved."""
         flops = self.flops
         return flops.per_item * self.items_per_second if flops else None
-
-    @property
-    def peak(self) -> Peak | None:
-        return next((s.peak for s in self.samples if s.peak), None)
 
     @property
     def utilisation(self) -> float | None:
@@ -502,31 +525,9 @@ class Measurement:
         return energy.joules_per_item if energy and energy.long_enough else None
 
     @property
-    def parameters(self) -> int | None:
-        return next((s.parameters for s in self.samples if s.parameters is not None), None)
-
-    @property
     def profile(self) -> Profile | None:
         """The operator profile of the samples that took one, merged."""
         return Profile.merged([s.profile for s in self.samples if s.profile])
-
-    @property
-    def structure(self) -> Structure | None:
-        """The step's exact counts (taken in one sample)."""
-        return next((s.structure for s in self.samples if s.structure), None)
-
-    @property
-    def structure_error(self) -> str | None:
-        return next((s.structure_error for s in self.samples if s.structure_error), None)
-
-    @property
-    def numbers(self) -> StepNumbers | None:
-        """The numbers the first steps computed (taken in one sample)."""
-        return next((s.numbers for s in self.samples if s.numbers), None)
-
-    @property
-    def profile_error(self) -> str | None:
-        return next((s.profile_error for s in self.samples if s.profile_error), None)
 
     @property
     def memory(self) -> MemoryPeak | None:
