@@ -500,6 +500,42 @@ def test_a_slower_commit_regresses_and_an_unrelated_one_passes_leaving_nothing_b
     assert project.git("worktree", "list").count("\n") == 0
 
 
+def test_a_new_sync_fails_against_the_revision_and_a_marker_accepts_it(project: Project) -> None:
+    """Both sides are counted: a ``.item()`` the commit added fails, whatever the clock says;
+    ``allowed_syncs=1`` accepts it where there is no baseline to record again."""
+    init = project.path / "src" / project.package / "__init__.py"
+    init.write_text(
+        init.read_text().replace(
+            "time.sleep(SLEEP_S)", "time.sleep(SLEEP_S)\n        float(x.mean())"
+        )
+    )
+    project.commit("Log the input's mean")
+    report = project.path.parent / "r.json"
+    synced = project.against("HEAD~1", f"--cnnperf-json={report}")
+    synced.assert_outcomes(failed=1)
+    synced.stdout.fnmatch_lines(
+        [
+            "cnnperf: train_step Net bs=2 16x16 opt=sgd regressed (*host-device synchronisations)",
+            "  structure: 1 new aten::_local_scalar_dense (*) per step, in Net (*allowed_syncs=1*",
+        ]
+    )
+    (result,) = json.loads(report.read_text())["results"]
+    assert result["decision"]["reference"]["samples"][0]["structure"]["counts"]
+    test = project.path / "test_perf.py"
+    test.write_text(
+        "import pytest\n"
+        + test.read_text().replace(
+            "def test_net", "@pytest.mark.cnnperf(allowed_syncs=1)\ndef test_net"
+        )
+    )
+    project.commit("Accept the mean's sync")
+    accepted = project.against("HEAD~2")
+    accepted.assert_outcomes(passed=1)
+    accepted.stdout.fnmatch_lines(
+        ["*structure: 1 new aten::_local_scalar_dense * per step, in Net; * (reported*"]
+    )
+
+
 def test_a_benchmark_whose_test_the_revision_lacks_is_new(project: Project) -> None:
     project.commit(
         "Another benchmark",
