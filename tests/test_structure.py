@@ -141,6 +141,11 @@ def test_counts_that_differ_between_steps_are_varying_and_never_compared() -> No
     assert found.varying == ("aten::add",)
     other = Structure((OperatorCount("aten::add", 5),), 2)
     assert changes(found, other) == ()
+    _, (reason,) = gate_structure.judge(measured(other), measured(found), SETTINGS)
+    assert str(reason) == (
+        "structure: aten::add called a different number of times from one step to the next, so "
+        "not compared"
+    )
 
 
 def test_a_compiled_or_graphed_step_is_not_counted() -> None:

@@ -34,8 +34,9 @@ def judge(
         # an operator's total changes with every cast or sync named above: only the others
         named = {c.name.split(" ")[0] for c in found if c.kind != "op"}
         rest += tuple(c for c in found if c.kind == "op" and c not in gated and c.name not in named)
-        if rest:
-            reasons.append(StructureChanged(rest))
+        varying = tuple(sorted(set(before.varying) | set(after.varying)))
+        if rest or varying:
+            reasons.append(StructureChanged(rest, varying))
     elif before is not None and measurement.structure_error:
         reasons.append(NotCounted(measurement.structure_error))
     if reference.numbers is not None and measurement.numbers is not None:

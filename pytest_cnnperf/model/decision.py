@@ -662,12 +662,23 @@ class StructureChanged(Because):
     kind = "structure-changed"
     #: the counts that changed, largest first
     changes: tuple[CountChange, ...]
+    #: the operators whose count differed from one counted step to the next, on either side:
+    #: not compared
+    varying: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        return (
-            f"structure: {_counts(self.changes)} (reported; the structure setting names the "
-            "kinds that fail, e.g. structure='syncs,casts')"
-        )
+        parts = []
+        if self.changes:
+            parts.append(
+                f"{_counts(self.changes)} (reported; the structure setting names the kinds that "
+                "fail, e.g. structure='syncs,casts')"
+            )
+        if self.varying:
+            parts.append(
+                f"{', '.join(self.varying)} called a different number of times from one step "
+                "to the next, so not compared"
+            )
+        return "structure: " + "; ".join(parts)
 
 
 @dataclass(frozen=True)
