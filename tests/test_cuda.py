@@ -375,8 +375,9 @@ def test_flops_peak_and_energy_of_a_cuda_step() -> None:
 
 def test_a_sync_on_cuda_is_counted_from_the_dispatcher_and_the_runtimes_host_events() -> None:
     """``.item()`` in a module's forward: its operator named with the module, the runtime's
-    synchronisation it waits in, a copy to the host as a sync; the kernel launches reported; the
-    first steps' numbers computed within the CUDA fp32 tolerance of a second run."""
+    synchronisation it waits in; a copy to the host and ``torch.cuda.synchronize()`` as syncs;
+    the kernel launches reported; the first steps' numbers computed within the CUDA fp32
+    tolerance of a second run."""
     from torch import nn
 
     from pytest_cnnperf.measuring import counting, numbers
@@ -387,6 +388,7 @@ def test_a_sync_on_cuda_is_counted_from_the_dispatcher_and_the_runtimes_host_eve
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             float(x.mean())
             x.sum().cpu()
+            torch.cuda.synchronize()
             return x
 
     device = torch.device("cuda:0")
@@ -416,7 +418,8 @@ def test_a_sync_on_cuda_is_counted_from_the_dispatcher_and_the_runtimes_host_eve
     item = "aten::_local_scalar_dense"
     assert syncs[(f"{item} ({counting.SYNC_OPERATORS[item]})", "2")] == 1
     assert syncs[("aten::_to_copy (device to host)", "2")] == 1
-    assert sum(n for (name, _), n in syncs.items() if name in counting.CUDA_SYNCS) >= 2
+    assert syncs[("cudaDeviceSynchronize", None)] == 1
+    assert sum(n for (name, _), n in syncs.items() if name in counting.CUDA_SYNCS) >= 3
     assert found.per_step("launch") > 0
     computed = first()
     again = build().first_steps
