@@ -342,11 +342,19 @@ def test_numbers_beyond_the_tolerance_say_the_step_computes_something_else() -> 
     assert reason.fails_as == "what the step computes"
 
 
-def test_the_same_infinity_is_the_same_number() -> None:
-    """An fp16 step whose first gradients overflowed has an infinite norm on both sides."""
-    inf = StepNumbers((1.0,), float("inf"), 5e-2)
-    assert numbers_differ(inf, inf) is None
-    assert numbers_differ(inf, StepNumbers((float("nan"),), float("inf"), 5e-2)) is not None
+def test_numbers_hold_no_infinity_which_files_cannot() -> None:
+    """An fp16 step whose first gradients overflowed (the scaler skips it) has no norm; a NaN
+    differs from every number."""
+    layer = nn.Linear(2, 2)
+    for p in layer.parameters():
+        p.grad = torch.full_like(p, float("inf"))
+    assert numbers.grad_norm(layer) is None
+    for p in layer.parameters():
+        p.grad = torch.full_like(p, 3.0)
+    assert numbers.grad_norm(layer) == pytest.approx((6 * 3.0**2) ** 0.5)  # six entries of 3
+    one = StepNumbers((1.0,), None, 5e-2)
+    assert numbers_differ(one, one) is None
+    assert numbers_differ(one, StepNumbers((float("nan"),), None, 5e-2)) is not None
 
 
 def test_the_structure_settings_name_the_bad_value_and_the_accepted_forms() -> None:

@@ -11,6 +11,7 @@ between steps: nothing is read inside a timed or counted step.
 from __future__ import annotations
 
 import copy
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -79,6 +80,8 @@ def keep(
                     losses.append(float(loss().detach().float()))
             if step == 0:
                 norm = grad_norm(module)
+        if not all(math.isfinite(value) for value in losses):
+            raise ValueError(f"the first steps' losses are not all finite: {losses}")
         seconds = kept_s + time.perf_counter() - started
         return StepNumbers(tuple(losses), norm, tolerance_, SEED, seconds)
 
@@ -86,8 +89,11 @@ def keep(
 
 
 def grad_norm(module: Any) -> float | None:
-    """The L2 norm of all the module's gradients together, in float64."""
+    """The L2 norm of all the module's gradients together, in float64; ``None`` where there are
+    none, or where it is not finite (fp16's gradient scaler skips such a step: files hold no
+    infinities)."""
     import torch
 
     norms = [p.grad.detach().double().norm() for p in module.parameters() if p.grad is not None]
-    return float(torch.linalg.vector_norm(torch.stack(norms))) if norms else None
+    norm = float(torch.linalg.vector_norm(torch.stack(norms))) if norms else None
+    return norm if norm is not None and math.isfinite(norm) else None
