@@ -51,7 +51,6 @@ CUDA_SYNCS = frozenset(
         "cudaStreamSynchronize",
         "cudaEventSynchronize",
         "cudaMemcpy",
-        "cudaStreamQuery",
     }
 )
 CUDA_LAUNCHES = (
