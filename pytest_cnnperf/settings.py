@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from .count_kinds import GATED_BY_DEFAULT, KINDS, UNGATEABLE, kind_of
 from .measuring.cudnn import CudnnMode, parse_modes
 from .measuring.device import DeviceRequest, parse_device
 from .measuring.peak_table import PeakSetting, parse_peak_tflops
@@ -268,8 +269,6 @@ def parse_attribution(value: object) -> str:
 
 def parse_structure(value: object) -> frozenset[str]:
     """The kinds of exact counts that fail a benchmark when they grow (``model.structure``)."""
-    from .model.structure import KINDS, UNGATEABLE, kind_of
-
     words = [p.strip().lower() for p in str(value).split(",") if p.strip()]
     if words == ["none"]:
         return frozenset()
@@ -287,8 +286,6 @@ def parse_structure(value: object) -> frozenset[str]:
 
 
 def show_structure(kinds: frozenset[str]) -> str:
-    from .model.structure import KINDS
-
     return ",".join(word for kind, (word, _) in KINDS.items() if kind in kinds) or "none"
 
 
@@ -551,7 +548,7 @@ STRUCTURE: Setting[frozenset[str]] = Setting(
     "against its reference: syncs (host-device synchronisations), casts (dtype casts), layouts "
     "(memory-format conversions), operators (every operator call), several joined with commas, "
     "or none; every change is reported either way", flag=True, metavar="KINDS", ini=True,
-    marker=True, default=frozenset({"sync"}), show=show_structure
+    marker=True, default=GATED_BY_DEFAULT, show=show_structure
 )
 ALLOWED_SYNCS = Setting(
     "allowed_syncs", parse_allowed, "Host-device synchronisations per step a benchmark may add "

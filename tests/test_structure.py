@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import torch
 from torch import nn
+from torch.autograd import DeviceType  # type: ignore[attr-defined]
 
 from pytest_cnnperf.cli import main
 from pytest_cnnperf.gate import structure as gate_structure
@@ -199,11 +200,17 @@ def _one_step(step: Callable[[], None], model: nn.Module) -> list[Any]:
 
 
 class Event:
-    def __init__(self, name: str, start: int, end: int | None = None) -> None:
+    def __init__(
+        self, name: str, start: int, end: int | None = None, device: DeviceType = DeviceType.CPU
+    ) -> None:
         self._name, self._start, self._end = name, start, end if end is not None else start + 1
+        self._device = device
 
     def name(self) -> str:
         return self._name
+
+    def device_type(self) -> DeviceType:
+        return self._device
 
     def start_ns(self) -> int:
         return self._start
@@ -213,10 +220,12 @@ class Event:
 
 
 def test_on_cuda_the_runtimes_syncs_and_launches_are_counted_per_step() -> None:
-    """The runtime's synchronising calls and kernel launches inside each counted step's range;
-    the plugin's own synchronisation between the steps is outside both."""
+    """The runtime's synchronising calls and kernel launches inside each counted step's range
+    on the host's timeline (the range's copy on the device's is not a step); the plugin's own
+    synchronisation between the steps is outside both."""
     events = [
         Event("cnnperf::counted-step", 0, 1000),
+        Event("cnnperf::counted-step", 5, 1200, device=DeviceType.CUDA),
         Event("cudaLaunchKernel", 10),
         Event("cudaLaunchKernel", 20),
         Event("cudaStreamSynchronize", 30),

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import settings as s
+from ..count_kinds import GATED_BY_DEFAULT
 from ..measuring.sample import SamplePlan
 from ..measuring.timing import TimingPolicy
 from ..settings import MIN_TIME, SAMPLES, Configuration, Effort, Settings
@@ -166,7 +167,7 @@ class GateSettings:
     attribution: str = "changes"
     #: the kinds of exact counts that fail a benchmark when they grow (``model.structure``),
     #: and the host-device synchronisations per step it may add
-    structure: frozenset[str] = frozenset({"sync"})
+    structure: frozenset[str] = GATED_BY_DEFAULT
     allowed_syncs: int = 0
 
 

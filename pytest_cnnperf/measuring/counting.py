@@ -274,8 +274,15 @@ def _runtime(cuda: bool) -> Iterator[Any]:
 
 def runtime_counts(events: Any, steps: int) -> list[Counter[Key]]:
     """Per counted step, the CUDA runtime's synchronising calls and kernel launches among the
-    profiler's host events (``profile.raw_events``), by the step ranges they fall in."""
-    ranges = sorted((e.start_ns(), e.end_ns()) for e in events if e.name() == _STEP)[:steps]
+    profiler's host events (``profile.raw_events``), by the step ranges they fall in (the host's:
+    on CUDA each range has a copy on the device's timeline too)."""
+    from torch.autograd import DeviceType  # type: ignore[attr-defined]
+
+    ranges = sorted(
+        (e.start_ns(), e.end_ns())
+        for e in events
+        if e.name() == _STEP and e.device_type() == DeviceType.CPU
+    )[:steps]
     found: list[Counter[Key]] = [Counter() for _ in ranges]
     for event in events:
         name = event.name()

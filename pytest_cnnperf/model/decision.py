@@ -10,10 +10,11 @@ import enum
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ..count_kinds import KINDS
 from . import units
 from .profile import Attribution
 from .sample import GraphBreak, Measurement
-from .structure import KINDS, CountChange, NumbersDiffer
+from .structure import CountChange, NumbersDiffer
 from .values import Count, NonNegative, Positive, PositiveInt, Probability
 
 

@@ -14,26 +14,6 @@ from dataclasses import dataclass
 
 from .values import Count, NonNegative, PositiveInt
 
-#: what each kind of count is, in the words reports use, once: its setting's name, a row's
-#: noun, and why it matters on a GPU. ``op`` rows hold every operator's total per step; the
-#: other kinds also say which module (or phase) called them.
-KINDS: dict[str, tuple[str, str]] = {
-    "sync": ("syncs", "host-device synchronisation"),
-    "cast": ("casts", "dtype cast"),
-    "layout": ("layouts", "memory-format conversion"),
-    "op": ("operators", "operator call"),
-    "launch": ("launches", "kernel launch"),
-}
-#: the kinds a structure change fails a benchmark for unless the user says otherwise
-GATED_BY_DEFAULT = frozenset({"sync"})
-#: kinds that may vary with cuDNN's autotuner or the allocator: reported, never gated
-UNGATEABLE = frozenset({"launch"})
-
-
-def kind_of(setting: str) -> str | None:
-    """The kind a setting's word names (``syncs`` -> ``sync``), or ``None``."""
-    return next((kind for kind, (word, _) in KINDS.items() if word == setting), None)
-
 
 @dataclass(frozen=True)
 class OperatorCount:
@@ -157,10 +137,6 @@ class NumbersDiffer:
     after: float
     #: the relative difference beyond which they differ
     tolerance: NonNegative
-
-    @property
-    def change(self) -> float:
-        return relative(self.before, self.after)
 
 
 def relative(a: float, b: float) -> float:

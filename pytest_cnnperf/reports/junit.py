@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..count_kinds import KINDS, UNGATEABLE
 from ..model import Measurement, Result, units
-from ..model.structure import KINDS, UNGATEABLE
 from . import explain, table
 
 PREFIX = "cnnperf."
