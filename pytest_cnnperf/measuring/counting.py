@@ -224,23 +224,14 @@ def module_names(model: Any, counting: Counting) -> Iterator[None]:
     if model is None:
         yield
         return
-    handles = []
+    from .profile import forward_hooks
 
-    def enter(name: str) -> Any:
-        return lambda module, args: counting.modules.append(name)
-
-    def leave(module: Any, args: Any, output: Any) -> None:
+    def leave(module: Any) -> None:
         if counting.modules:
             counting.modules.pop()
 
-    for name, module in model.named_modules():
-        handles.append(module.register_forward_pre_hook(enter(name or type(module).__name__)))
-        handles.append(module.register_forward_hook(leave))
-    try:
+    with forward_hooks(model, lambda name, _: counting.modules.append(name), leave, root=True):
         yield
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 @contextlib.contextmanager

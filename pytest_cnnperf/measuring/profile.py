@@ -17,7 +17,7 @@ import contextlib
 import os
 import tempfile
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -284,24 +284,38 @@ def module_ranges(model: Any) -> Iterator[None]:
     from torch.autograd.profiler import record_function
 
     open_ranges: dict[int, list[Any]] = defaultdict(list)
-    handles = []
 
-    def enter(name: str) -> Any:
-        def hook(module: Any, args: Any) -> None:
-            entered = record_function(_MODULE + name)
-            entered.__enter__()
-            open_ranges[id(module)].append(entered)
+    def enter(name: str, module: Any) -> None:
+        entered = record_function(_MODULE + name)
+        entered.__enter__()
+        open_ranges[id(module)].append(entered)
 
-        return hook
-
-    def leave(module: Any, args: Any, output: Any) -> None:
+    def leave(module: Any) -> None:
         if open_ranges[id(module)]:
             open_ranges[id(module)].pop().__exit__(None, None, None)
 
+    with forward_hooks(model, enter, leave):
+        yield
+
+
+@contextlib.contextmanager
+def forward_hooks(
+    model: Any,
+    enter: Callable[[str, Any], None],
+    leave: Callable[[Any], None],
+    *,
+    root: bool = False,
+) -> Iterator[None]:
+    """While open, ``enter(name, module)`` runs before every named submodule's forward and
+    ``leave(module)`` after it (``root``: the model's own too, named by its class)."""
+    handles = []
     for name, module in model.named_modules():
-        if name:
-            handles.append(module.register_forward_pre_hook(enter(name)))
-            handles.append(module.register_forward_hook(leave))
+        if name or root:
+            label = name or type(module).__name__
+            handles.append(
+                module.register_forward_pre_hook(lambda m, args, label=label: enter(label, m))
+            )
+            handles.append(module.register_forward_hook(lambda m, args, output: leave(m)))
     try:
         yield
     finally:
