@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import constructs
 import pytest
 import torch
 from torch import nn
@@ -43,28 +45,85 @@ def calls(structure: Structure, kind: str) -> dict[tuple[str, str | None], int]:
     return {(c.name, c.where): c.per_step for c in structure.counts if c.kind == kind}
 
 
-# ---- what is countable on the CPU: a test per construct (the manual's table) ----
+# ---- what counts as a sync: a test per construct (the manual's table), on the CPU ----
 
 X = torch.randn(8, 8)
+
+
+@pytest.mark.parametrize("construct", constructs.CONSTRUCTS, ids=lambda c: c.id)
+def test_each_construct_of_the_table_counts_as_it_says_on_the_cpu(
+    construct: constructs.Construct,
+) -> None:
+    """What the CPU predicts of a CUDA run: a read of a tensor the device holds is a sync, one
+    of a tensor a CUDA run keeps on the host (an optimizer's step counter, a number made on the
+    host) is not; a boolean mask set to a number is ``masked_fill_``."""
+    found = counted(construct.make(CPU))
+    assert constructs.syncs(found) == construct.expected("cpu")
+    assert found.varying == ()
 
 
 @pytest.mark.parametrize(
     ("construct", "label"),
     [
-        (lambda: X.sum().item(), "aten::_local_scalar_dense (.item(), "),
-        (lambda: float(X.sum()), "aten::_local_scalar_dense (.item(), "),
-        (lambda: bool(X.sum() > 0), "aten::_local_scalar_dense (.item(), "),
-        (lambda: X.nonzero(), "aten::nonzero (nonzero())"),
-        (lambda: X[X > 0], "aten::index (boolean mask)"),
+        (lambda: float(X.sum()), constructs.ITEM),
+        (lambda: bool(X.sum() > 0), constructs.ITEM),
         (lambda: torch.masked_select(X, X > 0), "aten::masked_select (masked_select())"),
         (lambda: torch.unique(X), "aten::_unique2 (unique())"),
+        (lambda: X.to("cpu"), counting.TO_HOST),
+        (lambda: f"{X}", constructs.PRINT),
     ],
-    ids=["item", "float", "bool", "nonzero", "mask-indexing", "masked_select", "unique"],
+    ids=["float", "bool", "masked_select", "unique", "to-cpu", "format"],
 )
-def test_a_host_device_sync_is_counted_on_the_cpu(construct: Callable[[], Any], label: str) -> None:
-    found = calls(counted(construct), "sync")
-    assert [name for name, _ in found if name.startswith(label)], found
-    assert all(count == 1 for count in found.values())
+def test_other_spellings_of_a_sync_are_counted_on_the_cpu(
+    construct: Callable[[], Any], label: str
+) -> None:
+    assert constructs.syncs(counted(construct)) == {label: 1}
+
+
+@pytest.mark.parametrize(
+    "construct",
+    [
+        lambda: X.contiguous(),
+        lambda: f"{torch.tensor(2.0):.1f}",
+        lambda: torch.tensor(2.0).cpu().tolist(),
+        lambda: X.cpu().tolist(),
+        lambda: torch.ones(3).nonzero(),
+    ],
+    ids=["contiguous", "format-a-host-number", "host-cpu-tolist", "cpu-then-tolist", "host"],
+)
+def test_what_a_cuda_run_does_on_the_host_is_no_sync_or_one(construct: Callable[[], Any]) -> None:
+    """A host tensor's reads are free; ``.cpu()`` then ``.tolist()`` copies once (the copy is
+    a host tensor of its own, as in a CUDA run); ``.contiguous()`` of a contiguous tensor does
+    nothing."""
+    found = constructs.syncs(counted(construct))
+    assert sum(found.values()) == (1 if found else 0)
+    assert set(found) <= {counting.TO_HOST}
+
+
+def test_a_tensor_from_the_model_or_the_batch_is_on_the_device_a_host_one_is_not() -> None:
+    """What a CUDA run keeps on the host, predicted on the CPU: a factory without a device or
+    with the string "cpu", and what is computed from such tensors alone; a factory given a
+    ``torch.device`` (the run's) and whatever a tensor made before the step touches, on the
+    device."""
+    made: dict[str, torch.Tensor] = {}
+    counter = counting.Counting("cpu")
+    counter.steps.append(__import__("collections").Counter())
+    with counter:
+        made["number"] = torch.tensor(2.0)
+        made["on-cpu"] = torch.zeros(2, device="cpu")
+        made["computed"] = made["number"] * made["on-cpu"]
+        made["on-device"] = torch.zeros(2, device=CPU)
+        made["mixed"] = made["number"] * X
+        made["of-the-batch"] = X.sum()
+    where = {name: counter.placement.on_device(t) for name, t in made.items()}
+    assert where == {
+        "number": False,
+        "on-cpu": False,
+        "computed": False,
+        "on-device": True,
+        "mixed": True,
+        "of-the-batch": True,
+    }
 
 
 def test_a_round_trip_to_float64_counts_two_casts_where_it_happens() -> None:
@@ -90,18 +149,6 @@ def test_a_memory_format_conversion_is_counted() -> None:
     x = torch.randn(2, 3, 8, 8)
     layouts = calls(counted(lambda: x.contiguous(memory_format=torch.channels_last)), "layout")
     assert layouts == {("aten::clone to channels_last", "step"): 1}
-
-
-@pytest.mark.parametrize(
-    "construct",
-    [lambda: X.cpu(), lambda: X.tolist(), lambda: X.contiguous()],
-    ids=["cpu", "tolist", "contiguous"],
-)
-def test_what_dispatches_nothing_on_the_cpu_is_not_counted(construct: Callable[[], Any]) -> None:
-    """``.cpu()`` and ``.tolist()`` of a host tensor do nothing to count (on CUDA the first is
-    a device-to-host copy); neither does ``.contiguous()`` of a contiguous tensor."""
-    found = counted(construct)
-    assert not [c for c in found.counts if c.kind != "op"]
 
 
 def test_a_module_that_syncs_is_named_and_the_plugins_own_calls_are_not_counted() -> None:
@@ -222,19 +269,24 @@ class Event:
 def test_on_cuda_the_runtimes_syncs_and_launches_are_counted_per_step() -> None:
     """The runtime's synchronising calls and kernel launches inside each counted step's range
     on the host's timeline (the range's copy on the device's is not a step); the plugin's own
-    synchronisation between the steps is outside both."""
+    synchronisation between the steps is outside both; a sync inside a counted operator's
+    range is that operator's, counted once with it."""
     events = [
         Event("cnnperf::counted-step", 0, 1000),
         Event("cnnperf::counted-step", 5, 1200, device=DeviceType.CUDA),
         Event("cudaLaunchKernel", 10),
         Event("cudaLaunchKernel", 20),
         Event("cudaStreamSynchronize", 30),
+        Event("cnnperf::counted-sync", 40, 60),  # an .item() the dispatcher counted
+        Event("cudaStreamSynchronize", 50),
         Event("cudaDeviceSynchronize", 1500),  # the plugin's, between steps
         Event("cnnperf::counted-step", 2000, 3000),
         Event("cudaLaunchKernel", 2010),
         Event("cuLaunchKernel", 2020),
         Event("cudaStreamSynchronize", 2030),
-        Event("aten::add", 2040),
+        Event("cnnperf::counted-sync", 2040, 2060),
+        Event("cudaStreamSynchronize", 2050),
+        Event("aten::add", 2070),
     ]
     first, second = counting.runtime_counts(events, 2)
     assert first == second
@@ -244,16 +296,74 @@ def test_on_cuda_the_runtimes_syncs_and_launches_are_counted_per_step() -> None:
     }
 
 
-def test_on_cuda_a_copy_to_the_host_is_a_sync() -> None:
-    class Fake:
-        def __init__(self, device: str) -> None:
-            self.device, self.dtype = torch.device(device), torch.float32
+META = torch.device("meta")  # a device's tensor, on a machine without one
 
-    to_host = counting.classify("aten::_to_copy", (Fake("cuda"),), {"device": CPU}, "cuda")
-    assert to_host == ("sync", "aten::_to_copy (device to host)")
-    copied = counting.classify("aten::copy_", (Fake("cpu"), Fake("cuda")), {}, "cuda")
-    assert copied == ("sync", "aten::copy_ (device to host)")
-    assert counting.classify("aten::_to_copy", (Fake("cpu"),), {"device": CPU}, "cpu") is None
+
+@pytest.mark.parametrize(
+    ("name", "args", "kwargs", "found"),
+    [
+        ("aten::_to_copy", (torch.empty(2, device=META),), {"device": CPU}, counting.TO_HOST),
+        (
+            "aten::_to_copy",
+            (torch.empty(2, device=META),),
+            {"device": CPU, "non_blocking": True},
+            None,
+        ),
+        ("aten::_to_copy", (torch.empty(2),), {"device": META}, counting.TO_DEVICE),
+        (
+            "aten::copy_",
+            (torch.empty(2), torch.empty(2, device=META)),
+            {},
+            "aten::copy_ (device to host)",
+        ),
+        (
+            "aten::copy_",  # into pageable memory the driver waits for the copy
+            (torch.empty(2), torch.empty(2, device=META), True),
+            {},
+            "aten::copy_ (device to host)",
+        ),
+        ("aten::_local_scalar_dense", (torch.tensor(1.0),), {}, None),
+        ("aten::_local_scalar_dense", (torch.empty((), device=META),), {}, constructs.ITEM),
+        ("aten::nonzero", (torch.ones(2),), {}, None),
+    ],
+    ids=[
+        "to-host",
+        "to-pinned-host",
+        "to-device",
+        "copy-to-host",
+        "copy-to-pageable-non_blocking",
+        "item-of-a-host-tensor",
+        "item-of-a-device-tensor",
+        "nonzero-of-a-host-tensor",
+    ],
+)
+def test_on_cuda_a_sync_is_one_on_the_device(
+    name: str, args: tuple[Any, ...], kwargs: dict[str, Any], found: str | None
+) -> None:
+    """Classified by the tensors' devices: a host tensor's ``.item()`` (an optimizer's step
+    counter) is free in a CUDA run; a copy between host and device waits unless it need not."""
+    placement = counting.Placement("cuda")
+    assert counting.classify(name, args, kwargs, placement) == (found and ("sync", found))
+
+
+def test_a_boolean_mask_set_to_a_number_is_masked_fill_on_either_device() -> None:
+    """``x[mask] = 0.0``: ATen runs ``index_put_`` as ``masked_fill_`` (no mask read on the
+    host) with one boolean mask on the target's device, a one-element value on the host, and
+    no accumulation; otherwise it finds the mask's entries first."""
+    cuda = counting.Placement("cuda")
+    x, mask = torch.empty(4, device=META), torch.empty(4, dtype=torch.bool, device=META)
+    number, on_device = torch.tensor(0.0), torch.empty((), device=META)
+    label = ("sync", "aten::index_put_ (boolean mask)")
+    put = "aten::index_put_"
+    assert counting.classify(put, (x, [mask], number), {}, cuda) is None
+    assert counting.classify(put, (x, [mask], on_device), {}, cuda) == label
+    assert counting.classify(put, (x, [mask], number, True), {}, cuda) == label
+    assert counting.classify(put, (x, [torch.ones(4, dtype=torch.bool)], number), {}, cuda) == label
+    assert counting.classify(put, (x, [mask, mask], number), {}, cuda) == label
+    assert counting.classify("aten::index", (x, [mask]), {}, cuda) == (
+        "sync",
+        label[1].replace("index_put_", "index"),
+    )
 
 
 # ---- the gate: counts and numbers against the reference's ----
@@ -543,6 +653,125 @@ def test_a_skipped_block_computes_something_else_and_fails_in_strict_mode(
     strict = net.runpytest("--cnnperf", "--cnnperf-strict")
     strict.assert_outcomes(failed=1)
     strict.stdout.fnmatch_lines(["*numbers: the step computes something else*"])
+
+
+TRAINED = """
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+HERE = os.path.dirname(__file__)
+
+
+def variant(name):
+    return os.path.exists(os.path.join(HERE, name))
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = nn.Linear(8, 10)
+        if variant("TEMPERATURE"):
+            self.temperature = nn.Parameter(torch.ones(1))
+
+    def forward(self, x):
+        out = self.fc(torch.relu(self.conv(x)).mean((2, 3)))
+        if variant("TEMPERATURE"):
+            out = out / self.temperature
+        if variant("BRANCH") and out.abs().max().item() > 1e6:
+            out = out * 0
+        return out
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "adamw"])
+def test_net(cnnperf, optimizer):
+    cnnperf.train_step(Net(), batch_size=4, image_size=16, optimizer=optimizer)
+
+
+def test_clipped(cnnperf):
+    model = Net().to(cnnperf.device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(4, 3, 16, 16, device=cnnperf.device)
+    y = torch.randint(0, 10, (4,), device=cnnperf.device)
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        F.cross_entropy(model(x), y).backward()
+        torch.nn.utils.clip_grad_norm_(
+            model.parameters(), 1.0, error_if_nonfinite=variant("NONFINITE")
+        )
+        optimizer.step()
+
+    cnnperf.measure(step, items_per_step=4, name="clipped")
+"""
+
+
+@pytest.fixture
+def trained(pytester: pytest.Pytester, one_thread: None) -> pytest.Pytester:
+    """A net trained with Adam and AdamW, and a step of its own that clips its gradients, saved;
+    the clock cannot fail them (a 90% loss, memory twice as large): only the counts can."""
+    pytester.makepyfile(test_trained=TRAINED)
+    pytester.makeini(
+        "[pytest]\ncnnperf_inprocess = true\ncnnperf_samples = 3\ncnnperf_min_time = 0.02\n"
+        "cnnperf_calibration = false\ncnnperf_peak_tflops = 1\ncnnperf_attribution = off\n"
+        "cnnperf_threshold = 90%\ncnnperf_memory_threshold = 200%\n"
+    )
+    saved = pytester.runpytest("--cnnperf", "--cnnperf-save", "-p", "no:randomly")
+    saved.assert_outcomes(passed=3)
+    return pytester
+
+
+def reasons(result: pytest.RunResult, path: Path) -> dict[str, list[dict[str, Any]]]:
+    data = json.loads(path.read_text())
+    return {r["test_id"]: r["decision"].get("reasons", []) for r in data["results"]}
+
+
+def test_a_parameter_added_to_a_net_trained_with_adam_adds_no_sync(
+    trained: pytest.Pytester,
+) -> None:
+    """Adam and AdamW read each parameter's step counter with ``.item()``: a tensor that a CUDA
+    run keeps on the host, so no sync on any device. A learnable scalar more is one counter
+    more, and passes the gate."""
+    (trained.path / "TEMPERATURE").write_text("1")
+    result = trained.runpytest("--cnnperf", "-k", "test_net", "--cnnperf-json=r.json", "-rA")
+    result.assert_outcomes(passed=2)
+    assert "host-device synchronisation" not in result.stdout.str()
+    for test, found in reasons(result, trained.path / "r.json").items():
+        kinds = [r["kind"] for r in found]
+        assert "structure-regressed" not in kinds, (test, found)
+        assert "sync" not in json.dumps(found), (test, found)
+
+
+def test_a_forward_that_branches_on_a_value_of_the_output_still_fails(
+    trained: pytest.Pytester,
+) -> None:
+    (trained.path / "BRANCH").write_text("1")
+    result = trained.runpytest("--cnnperf", "-k", "test_net", "-p", "no:randomly")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*train_step Net bs=4 16x16 opt=adam regressed (*host-device synchronisations)*",
+            f"*structure: 1 new {constructs.ITEM} per step, in Net (a host-device*",
+        ]
+    )
+
+
+def test_clipping_that_checks_the_gradients_norm_still_fails(trained: pytest.Pytester) -> None:
+    """``clip_grad_norm_(..., error_if_nonfinite=True)`` reads the norm on the host to decide
+    whether to raise: a sync every step of a step of one's own (``measure``)."""
+    (trained.path / "NONFINITE").write_text("1")
+    result = trained.runpytest("--cnnperf", "-k", "test_clipped")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*measure clipped bs=4 regressed (*host-device synchronisations)*",
+            f"*structure: 1 new {constructs.ITEM} per step, in step (a host-device*",
+        ]
+    )
 
 
 def test_numbers_that_cannot_be_computed_leave_the_sample_as_it_was() -> None:
