@@ -1,14 +1,17 @@
 """The CUDA path: device choice, cuDNN modes, events, allocator peaks, AMP, NVML, out of
-memory, CUDA graphs, another GPU than the first. Skipped without a CUDA device;
-``scripts/gpu-check`` runs them on a GPU machine (``tests/test_cuda_fakes.py`` runs what can be
-checked without one everywhere)."""
+memory, CUDA graphs, another GPU than the first, what counts as a sync. Skipped without a CUDA
+device; ``scripts/gpu-check`` runs them on a GPU machine (``tests/test_cuda_fakes.py`` and
+``tests/test_gpu_check.py`` run what can be checked without one everywhere)."""
 
 from __future__ import annotations
 
+import constructs
 import pytest
 import torch
 
-from pytest_cnnperf.model.structure import numbers_differ
+from pytest_cnnperf.gate.decide import MEMORY_CONFIRMATIONS
+from pytest_cnnperf.gate.policy import SamplingPolicy, gate_policy
+from pytest_cnnperf.model.structure import Structure, numbers_differ
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -17,10 +20,15 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 # the CPU, so that a GPU run is not the first to find one wrong.
 GRAPHED_KEY = "train_step Sequential bs=32 32x32 amp=bf16 opt=adam cudnn=on cuda_graphs"
 GRAPHED_INFERENCE_KEY = "inference Sequential bs=32 32x32 cudnn=on cuda_graphs"
+#: the out-of-memory test's batch: 2 images of 128 px (384 KiB on the host), whose activations
+#: after a 1x1 convolution to 2**22 channels are 512 GiB, more than any GPU holds
+OOM_BATCH, OOM_SIZE, OOM_CHANNELS = 2, 128, 2**22
 OUT_OF_MEMORY = (
-    "*cnnperf: measuring train_step Sequential bs=* 512x512 opt=sgd cudnn=on on cuda:0 failed: "
-    "*OutOfMemoryError*"
+    f"*cnnperf: measuring train_step Sequential bs={OOM_BATCH} {OOM_SIZE}x{OOM_SIZE} opt=sgd "
+    "cudnn=on on cuda:0 failed: *OutOfMemoryError*"
 )
+#: the samples each side of the against-a-revision test takes at most (``cnnperf_samples``)
+AGAINST_SAMPLES = 6
 #: the forward FLOPs of flops_model() at batch 16, 32 px: its convolution and its linear layer
 FLOPS_FORWARD = 2 * 16 * 32 * 3 * 9 * 32 * 32 + 2 * 16 * 32 * 10
 
@@ -31,6 +39,15 @@ def missing_index(count: int) -> str:
 
 def too_many_workers(gpus: int) -> str:
     return f"*-n {gpus + 1} starts {gpus + 1} workers, but only {gpus} CUDA device*use -n {gpus}*"
+
+
+def against_samples(memory_verdict: str | None) -> int:
+    """The samples each side of the against-a-revision test takes, from the GPU's design: the
+    first look of a paired run, and a pair more where peak memory changed past its threshold
+    (the first look measures it once; a change must show in ``MEMORY_CONFIRMATIONS``)."""
+    design = SamplingPolicy.of(AGAINST_SAMPLES).design(gate_policy("cuda")).paired()
+    changed = memory_verdict in ("regressed", "improved")
+    return design.looks[0] + (MEMORY_CONFIRMATIONS - 1 if changed else 0)
 
 
 def flops_model() -> torch.nn.Module:
@@ -62,6 +79,14 @@ def convnet(num_classes=10):
         nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
         nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.BatchNorm2d(64), nn.ReLU(),
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, num_classes),
+    )
+
+
+def expanding(channels, num_classes=10):
+    # small on the host, too big for the device once it runs: activations of `channels` per pixel
+    return nn.Sequential(
+        nn.Conv2d(3, channels, 1), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+        nn.Linear(channels, num_classes),
     )
 """
 
@@ -187,16 +212,20 @@ def test_amp_and_channels_last_train(gpu_project: pytest.Pytester, amp: str) -> 
 def test_out_of_memory_fails_its_own_test_and_frees_the_device(
     gpu_project: pytest.Pytester,
 ) -> None:
+    """A batch small on the host whose activations overflow the device: the plugin makes its
+    batches on the host (``randn``, then ``.to``), so a batch sized to the device's memory would
+    ask the host for hundreds of GB instead. The test body asks nothing of CUDA itself."""
     gpu_project.makepyfile(
-        """
+        f"""
         import torch
 
-        from models import convnet
+        from models import convnet, expanding
 
         def test_too_big(cnnperf):
-            free, total = torch.cuda.mem_get_info()
-            images = int(total // (3 * 512 * 512 * 4)) * 4  # several times the device's memory
-            cnnperf.train_step(convnet(), batch_size=images, image_size=512)
+            cnnperf.train_step(
+                expanding({OOM_CHANNELS}), batch_size={OOM_BATCH}, image_size={OOM_SIZE},
+                num_classes=10,
+            )
 
         def test_fine_afterwards(cnnperf):
             # the benchmark frees what it allocated, cuBLAS's workspaces too (which
@@ -373,22 +402,30 @@ def test_flops_peak_and_energy_of_a_cuda_step() -> None:
         assert sample.energy is None
 
 
-def test_a_sync_on_cuda_is_counted_from_the_dispatcher_and_the_runtimes_host_events() -> None:
-    """``.item()`` in a module's forward: its operator named with the module, the runtime's
-    synchronisation it waits in; a copy to the host and ``torch.cuda.synchronize()`` as syncs;
-    the kernel launches reported; the first steps' numbers computed within the CUDA fp32
-    tolerance of a second run."""
+def test_a_sync_on_cuda_is_counted_once_from_the_dispatcher_or_the_runtimes_host_events() -> None:
+    """``.item()`` in a module's forward: its operator named with the module, and not again as
+    the runtime's synchronisation it waits in; a copy to the host and
+    ``torch.cuda.synchronize()`` as syncs: three in all, so ``allowed_syncs=1`` accepts one
+    sync on CUDA as on the CPU; the kernel launches reported; the first steps' numbers computed
+    within the CUDA fp32 tolerance of a second run."""
     from torch import nn
 
+    from pytest_cnnperf.gate import structure as gate_structure
+    from pytest_cnnperf.gate.policy import GateSettings
     from pytest_cnnperf.measuring import counting, numbers
     from pytest_cnnperf.measuring.sample import clock_for
     from pytest_cnnperf.measuring.workload import TrainSpec, Workload, build_train
+    from pytest_cnnperf.model import Measurement, Sample
+
+    reads = {"item": True, "copy": True}
 
     class Reads(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            float(x.mean())
-            x.sum().cpu()
-            torch.cuda.synchronize()
+            if reads["item"]:
+                float(x.mean())
+            if reads["copy"]:
+                x.sum().cpu()
+                torch.cuda.synchronize()
             return x
 
     device = torch.device("cuda:0")
@@ -405,27 +442,47 @@ def test_a_sync_on_cuda_is_counted_from_the_dispatcher_and_the_runtimes_host_eve
         )
         return build_train(model, TrainSpec(batch_size=16, image_size=(32, 32)), device)
 
+    def count(workload: Workload) -> Structure:
+        for _ in range(3):
+            for _, run in workload.phases:
+                run()
+        found = counting.count_steps(workload, device, clock_for(device))
+        assert found is not None
+        return found
+
     workload = build()
     assert workload.first_steps is not None
     first = workload.first_steps()
-    for _ in range(3):
-        for _, run in workload.phases:
-            run()
-    found = counting.count_steps(workload, device, clock_for(device))
-    assert found is not None
+    found = count(workload)
     assert found.source == "dispatch+cuda"
     syncs = {(c.name, c.where): c.per_step for c in found.counts if c.kind == "sync"}
-    item = "aten::_local_scalar_dense"
-    assert syncs[(f"{item} ({counting.SYNC_OPERATORS[item]})", "2")] == 1
-    assert syncs[("aten::_to_copy (device to host)", "2")] == 1
-    assert syncs[("cudaDeviceSynchronize", None)] == 1
-    assert sum(n for (name, _), n in syncs.items() if name in counting.CUDA_SYNCS) >= 3
+    assert syncs == {
+        (constructs.ITEM, "2"): 1,
+        (counting.TO_HOST, "2"): 1,
+        ("cudaDeviceSynchronize", None): 1,
+    }
+    assert found.per_step("sync") == 3
     assert found.per_step("launch") > 0
     computed = first()
     again = build().first_steps
     assert again is not None
     assert numbers_differ(computed, again()()) is None
     assert computed.tolerance == numbers.tolerance("cuda", "fp32")
+
+    reads.update(item=False, copy=False)
+    before = count(build())
+    reads["item"] = True
+    one_more = count(build())
+
+    def judged(allowed: int) -> bool:
+        settings = GateSettings(
+            gate_policy("cuda"), 0.05, 0.05, strict=False, allowed_syncs=allowed
+        )
+        now, then = (Measurement(16, (Sample(0.1, structure=s),)) for s in (one_more, before))
+        return gate_structure.judge(now, then, settings)[0]
+
+    assert judged(allowed=0)  # a new sync fails
+    assert not judged(allowed=1)  # and one allowed sync is one sync
 
 
 def test_an_extra_convolution_is_named_by_its_kernels_device_time() -> None:
@@ -465,8 +522,8 @@ def test_an_extra_convolution_is_named_by_its_kernels_device_time() -> None:
 def test_against_a_revision_on_the_gpu(pytester: pytest.Pytester) -> None:
     """--cnnperf-against on a GPU: the revision's process samples the same GPU (it inherits
     CUDA_VISIBLE_DEVICES), both sides are judged per pair, and a commit that doubles the model's
-    depth regresses against its parent while the parent against itself does not. Run by
-    ``gpu-check --extra``."""
+    depth regresses against its parent while the parent against itself does not; each side
+    takes the samples the design says. Run by ``gpu-check --zoo``, a call of its own."""
     import subprocess
 
     def git(*args: str) -> str:
@@ -495,7 +552,8 @@ def test_against_a_revision_on_the_gpu(pytester: pytest.Pytester) -> None:
         git("commit", "-qm", message)
 
     pytester.makeini(
-        INI.replace("cnnperf_samples = 2", "cnnperf_samples = 6") + "pythonpath = src\n"
+        INI.replace("cnnperf_samples = 2", f"cnnperf_samples = {AGAINST_SAMPLES}")
+        + "pythonpath = src\n"
     )
     pytester.makepyfile(
         test_gpu_perf="from gpuproj import net\n\n\ndef test_net(cnnperf):\n"
@@ -514,7 +572,49 @@ def test_against_a_revision_on_the_gpu(pytester: pytest.Pytester) -> None:
 
     (result,) = json.loads((pytester.path / "r.json").read_text())["results"]
     assert result["environment"]["device"] == "cuda:0"
-    assert len(result["decision"]["reference"]["samples"]) == 6
+    decision = result["decision"]
+    taken = len(result["measurement"]["samples"])
+    assert len(decision["reference"]["samples"]) == taken  # as many of each side
+    assert taken == against_samples(decision["memory"]["verdict"])
     same = pytester.runpytest_subprocess("--cnnperf", "--cnnperf-against=HEAD", "-p", "no:randomly")
     same.assert_outcomes(passed=1)
     assert git("worktree", "list").count("\n") == 0
+
+
+# ---- what counts as a sync: the manual's table, each construct on the GPU ----
+
+
+@pytest.fixture(scope="module")
+def counted_constructs() -> Structure:
+    """Every construct of the table counted in one pass (one profiler start), each in a module
+    named by its id."""
+    from pytest_cnnperf.measuring import counting
+    from pytest_cnnperf.measuring.sample import clock_for
+    from pytest_cnnperf.measuring.workload import build_custom
+
+    device = torch.device("cuda:0")
+    runs = constructs.all_in_one(device)
+    workload = build_custom(lambda: [run() for run in runs.values()], 1)
+    workload.model = runs
+    found = counting.count_steps(workload, device, clock_for(device))
+    assert found is not None
+    return found
+
+
+@pytest.mark.parametrize("construct", constructs.CONSTRUCTS, ids=lambda c: c.id)
+def test_each_construct_of_the_table_counts_as_it_says_on_cuda(
+    construct: constructs.Construct, counted_constructs: Structure
+) -> None:
+    """The table's CUDA column: what each construct counts as where its tensors are on the GPU
+    (``print(found)`` shows every count, for the manual)."""
+    found = constructs.syncs(counted_constructs, construct.id)
+    print(f"{construct.id}: {found}")
+    assert found == construct.expected("cuda")
+
+
+def test_on_cuda_no_sync_of_the_table_is_counted_twice(counted_constructs: Structure) -> None:
+    """The runtime's synchronising calls of every construct happen inside the call counted for
+    it: none is left over as a runtime row of its own."""
+    left = [c for c in counted_constructs.counts if c.kind == "sync" and c.where is None]
+    assert left == []
+    assert counted_constructs.varying == ()

@@ -1,7 +1,7 @@
-"""The GPU check's path on the CPU: what tests/test_cuda.py expects of keys and messages, checked
-against the code as a CUDA run takes it (the cnnperf fixture passes the cuDNN mode in force), and
-scripts/gpu-check's stages: the wall time each prints, its limit against its estimate, and the
-limits against the device call's 10 minutes."""
+"""The GPU check's path on the CPU: what tests/test_cuda.py expects of keys, messages and sample
+counts, checked against the code as a CUDA run takes it (the cnnperf fixture passes the cuDNN
+mode in force), and scripts/gpu-check's stages: the work each limit is derived from, the wall
+time each prints, and the limits against the device call's 10 minutes."""
 
 from __future__ import annotations
 
@@ -29,8 +29,6 @@ ROOT = Path(__file__).resolve().parent.parent
 #: what one call of a lent device (600 s) may plan: a slower run than estimated must still end
 #: inside the call, or the session's GPU budget is spent
 CALL_S = 480
-#: each stage's limit over its estimate
-MARGIN = 1.25
 
 
 def test_the_keys_and_lines_the_cuda_tests_expect_are_a_cuda_runs(
@@ -41,7 +39,7 @@ def test_the_keys_and_lines_the_cuda_tests_expect_are_a_cuda_runs(
     with its key in the message."""
     monkeypatch.setattr(Session, "device_type", property(lambda self: "cuda"))
     pytester.makepyfile(
-        """
+        f"""
         import torch
         from torch import nn
 
@@ -65,7 +63,10 @@ def test_the_keys_and_lines_the_cuda_tests_expect_are_a_cuda_runs(
             cnnperf.inference(convnet(), batch_size=32, image_size=32, cuda_graphs=True)
 
         def test_too_big(cnnperf):
-            cnnperf.train_step(nn.Sequential(OutOfMemory()), batch_size=1, image_size=512)
+            cnnperf.train_step(
+                nn.Sequential(OutOfMemory()), batch_size={cuda_tests.OOM_BATCH},
+                image_size={cuda_tests.OOM_SIZE}, num_classes=10,
+            )
         """
     )
     result = pytester.runpytest("--cnnperf", "--cnnperf-inprocess", "-p", "no:randomly")
@@ -105,6 +106,13 @@ def test_the_forward_flops_the_cuda_test_expects_are_counted() -> None:
     assert phases["forward"] == cuda_tests.FLOPS_FORWARD
 
 
+def test_the_against_test_expects_the_samples_the_gpus_design_takes() -> None:
+    """A paired run of 6 samples at the GPU's design looks once, after 6 of each side; a memory
+    change past its threshold, measured once there, takes a pair more of each side."""
+    assert cuda_tests.against_samples("ok") == 6
+    assert cuda_tests.against_samples("regressed") == 8
+
+
 # ---- scripts/gpu-check ----
 
 FAKE_PYTHON = """#!/bin/sh
@@ -118,67 +126,160 @@ shift
 exec "$@"
 """
 STAGE = re.compile(r"^-- (.+): (\d+) s \(limit (\d+) s, estimated (\d+) s\), \d\d:\d\d:\d\d$")
+PLANNED = re.compile(r"^  (\S+) +limit +(\d+) s, estimated +(\d+) s: (.+)$")
+CALLS = {
+    (): ["machine", "cuda-tests", "attribution", "truth"],
+    ("--extra",): ["machine", "compiled", "efficiency", "doctor"],
+    ("--zoo",): ["machine", "zoo", "against"],
+}
 
 
-def gpu_check(tmp_path: Path, *args: str) -> tuple[str, list[str]]:
-    """Run scripts/gpu-check with a python and a timeout that only say what they were asked."""
+def gpu_check(
+    tmp_path: Path, *args: str, out: str | None = "out", code: int = 0, **env: str
+) -> tuple[str, list[str]]:
+    """Run scripts/gpu-check from ``tmp_path`` with a python and a timeout that only say what
+    they were asked (``out``: the output folder given, relative to ``tmp_path``)."""
     bin = tmp_path / "bin"
-    bin.mkdir()
+    bin.mkdir(exist_ok=True)
     for name, text in (("python", FAKE_PYTHON), ("timeout", FAKE_TIMEOUT)):
         (bin / name).write_text(text)
         (bin / name).chmod(0o755)
     log = tmp_path / "log"
-    log.touch()
-    env = {
-        **os.environ,
+    log.write_text("")
+    environment = {
+        **{k: v for k, v in os.environ.items() if k not in ("OUT", "CC")},
         "PATH": f"{bin}{os.pathsep}{os.environ['PATH']}",
         "PYTHON": str(bin / "python"),
         "FAKE_LOG": str(log),
+        **env,
     }
     done = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "gpu-check"), *args, str(tmp_path / "out")],
-        env=env,
+        ["bash", str(ROOT / "scripts" / "gpu-check"), *args, *([out] if out else [])],
+        env=environment,
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout, log.read_text().splitlines()
+    assert done.returncode == code, done.stdout + done.stderr
+    return done.stdout + done.stderr, log.read_text().splitlines()
 
 
-@pytest.mark.parametrize(
-    ("mode", "stages"),
-    [
-        ((), ["machine", "CUDA tests", "attribution", "short zoo", "truth table"]),
-        (
-            ("--extra",),
-            ["machine", "compiled training", "efficiency", "against a revision", "cnnperf doctor"],
-        ),
-    ],
-)
-def test_each_stage_prints_its_time_and_fits_the_device_call(
-    tmp_path: Path, mode: tuple[str, ...], stages: list[str]
+def planned(out: str) -> dict[str, tuple[int, int, str]]:
+    """The dry run's stages: limit, estimate and the work it is derived from."""
+    return {m[1]: (int(m[2]), int(m[3]), m[4]) for m in map(PLANNED.match, out.splitlines()) if m}
+
+
+def test_each_limit_is_derived_from_the_work_its_stage_counts(tmp_path: Path) -> None:
+    """The dry run names each stage's work (processes, samples, counting passes) at the cost
+    per unit stated once in the script; the estimate is their sum, the limit a quarter more
+    (at least 10 s), and each call's limits fit the device call."""
+    script = (ROOT / "scripts" / "gpu-check").read_text()
+    units = {
+        name.lower().replace("_", "-"): int(value)
+        for name, value in re.findall(r"^([A-Z0-9_]+)=(\d+) +#", script, re.MULTILINE)
+    }
+    for args, stages in CALLS.items():
+        out, calls = gpu_check(tmp_path, *args, "--dry-run")
+        assert calls == []  # nothing ran
+        plan = planned(out)
+        assert list(plan) == stages, out
+        for stage, (limit, estimate, work) in plan.items():
+            terms = [re.fullmatch(r"(\d+) (\S+) x (\d+) s", t) for t in work.split(" + ")]
+            assert all(terms), work
+            assert all(units[t[2]] == int(t[3]) for t in terms if t), work
+            assert estimate == sum(int(t[1]) * int(t[3]) for t in terms if t), stage
+            assert limit >= estimate + max(estimate / 4, 10), stage
+        total = sum(limit for limit, _, _ in plan.values())
+        assert f"  total: {total} s of the {CALL_S} s a device call may plan" in out
+        assert total <= CALL_S
+
+
+def test_the_against_stage_counts_the_samples_the_design_takes(tmp_path: Path) -> None:
+    """Two runs of the against test: the slower commit's, with its memory pair, and the
+    parent against itself; each side's samples from the design."""
+    out, _ = gpu_check(tmp_path, "--zoo", "--dry-run")
+    work = planned(out)["against"][2]
+    samples = 2 * cuda_tests.against_samples("regressed") + 2 * cuda_tests.against_samples("ok")
+    assert f" + {samples} sample x " in work
+
+
+@pytest.mark.parametrize("args", list(CALLS), ids=["default", "extra", "zoo"])
+def test_each_stage_prints_its_time_and_runs_under_its_limit(
+    tmp_path: Path, args: tuple[str, ...]
 ) -> None:
-    out, calls = gpu_check(tmp_path, *mode)
+    out, calls = gpu_check(tmp_path, *args)
     ended = [m for m in map(STAGE.match, out.splitlines()) if m]
-    assert [m[1].split(":")[0] for m in ended] == stages, out
-    limits = {m[1]: int(m[3]) for m in ended}
-    for m in ended:
-        assert int(m[3]) >= MARGIN * int(m[4]), m[0]  # a quarter over the estimate, at least
-    # the limits printed are the ones the commands ran under, and they fit the call
+    assert [m[1] for m in ended] == CALLS[args], out
+    dry, _ = gpu_check(tmp_path, *args, "--dry-run")
+    plan = planned(dry)
+    assert {m[1]: (int(m[3]), int(m[4])) for m in ended} == {
+        stage: (limit, estimate) for stage, (limit, estimate, _) in plan.items()
+    }
+    # every command runs under what is left of its stage's limit, nvidia-smi under 10 s
     timeouts = [int(c.split()[1]) for c in calls if c.startswith("timeout ")]
-    assert sum(timeouts) == sum(limits.values())
-    assert all(limit in timeouts for stage, limit in limits.items() if stage != "machine")
-    assert sum(limits.values()) <= CALL_S
+    assert timeouts[0] == 10
+    assert max(timeouts) <= max(limit for limit, _, _ in plan.values())
+    for stage, (limit, _, _) in plan.items():
+        if stage != "machine":
+            assert limit in timeouts, stage  # a stage's first command gets the whole limit
 
 
-def test_the_cuda_tests_run_in_file_order(tmp_path: Path) -> None:
+def test_chosen_stages_run_alone_and_a_call_that_cannot_fit_is_refused(tmp_path: Path) -> None:
+    """``--stages`` runs again what failed (after ``machine``); stages whose limits exceed one
+    device call, or a stage unknown, are refused, naming the fix."""
+    out, calls = gpu_check(tmp_path, "--stages", "cuda-tests,directions")
+    assert [m[1] for m in map(STAGE.match, out.splitlines()) if m] == [
+        "machine",
+        "cuda-tests",
+        "directions",
+    ]
+    assert any("scripts/truth-check --only-directions" in c for c in calls)
+    out, calls = gpu_check(tmp_path, "--stages", "truth,compiled", code=2)
+    assert calls == []
+    assert (
+        "gpu-check: the stages chosen (machine truth compiled) plan 560 s of limits, more " in out
+    )
+    assert "split them over two calls with --stages" in out
+    out, _ = gpu_check(tmp_path, "--stages", "truth,zoo-test", code=2)
+    assert out.startswith(
+        "gpu-check: unknown stage 'zoo-test' in --stages; the stages are cuda-tests, attribution,"
+    )
+    assert out.rstrip().endswith("e.g. --stages cuda-tests,truth")
+
+
+def test_the_output_folder_is_out_by_default_and_always_absolute(tmp_path: Path) -> None:
+    """A relative folder is the caller's (the zoo's pytest runs inside it and writes its JSON
+    there by the absolute path); without one, $OUT, the device machine's folder that comes
+    back."""
+    _, calls = gpu_check(tmp_path, "--zoo", out="relative")
+    (zoo,) = [c for c in calls if "pytest_cnnperf.zoo" in c]
+    assert f"--cnnperf-json={tmp_path}/relative/zoo.json" in zoo
+    assert (tmp_path / "relative").is_dir()
+    _, calls = gpu_check(tmp_path, out=None, OUT=str(tmp_path / "device-out"))
+    (truth,) = [c for c in calls if "scripts/truth-check" in c]
+    assert f"--out {tmp_path}/device-out/truth" in truth
+
+
+def test_without_a_c_compiler_the_compiled_stage_says_so_and_fails(tmp_path: Path) -> None:
+    out, calls = gpu_check(tmp_path, "--stages", "compiled", code=1, CC="no-such-cc")
+    assert (
+        "gpu-check: no C compiler ($CC, gcc or clang): Triton builds compile='s kernels with one; "
+        "install gcc (apt-get install gcc) or set CC to one, then run --stages compiled again"
+    ) in out
+    assert not any("test_compiled_gpu.py" in c for c in calls)
+    dry, _ = gpu_check(tmp_path, "--extra", "--dry-run", CC="no-such-cc")
+    assert "note: no C compiler here ($CC, gcc or clang): the compiled stage would fail" in dry
+
+
+def test_the_cuda_tests_run_in_file_order_with_each_tests_time(tmp_path: Path) -> None:
     """The test that asserts no other process used the GPU runs before any test starts CUDA in
-    the pytest process."""
+    the pytest process; each test's name and time are printed, and a hung one's traceback."""
     _, calls = gpu_check(tmp_path)
     (tests,) = [c for c in calls if "tests/test_cuda.py" in c and "not extra_convolution" in c]
-    assert "not against_a_revision" in tests  # the second call's
-    assert "-p no:randomly" in tests
+    assert "not against_a_revision" in tests  # the third call's
+    for option in ("-p no:randomly", " -v ", "--durations=0", "faulthandler_timeout=60"):
+        assert option in tests
 
 
 def test_the_cpu_table_prints_its_time(tmp_path: Path) -> None:
