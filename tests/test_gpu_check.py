@@ -49,7 +49,7 @@ def test_the_keys_and_lines_the_cuda_tests_expect_are_a_cuda_runs(
                 nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, num_classes),
             )
 
-        class OutOfMemory(nn.Module):
+        class OutOfMemory(nn.Linear):
             def forward(self, x):
                 raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 12.00 GiB")
 
@@ -64,7 +64,7 @@ def test_the_keys_and_lines_the_cuda_tests_expect_are_a_cuda_runs(
 
         def test_too_big(cnnperf):
             cnnperf.train_step(
-                nn.Sequential(OutOfMemory()), batch_size={cuda_tests.OOM_BATCH},
+                nn.Sequential(OutOfMemory(3, 10)), batch_size={cuda_tests.OOM_BATCH},
                 image_size={cuda_tests.OOM_SIZE}, num_classes=10,
             )
         """
