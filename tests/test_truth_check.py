@@ -347,3 +347,55 @@ def test_the_memory_lines_two_sides_are_measured_alike(
     assert measured() == cnnperf_side
     row = json.loads((tmp_path / "rows.jsonl").read_text())
     assert row == {"check": "memory", "cnnperf": 3 << 30, "reference": 3 << 30}
+
+
+def test_the_direction_lines_run_where_the_gpu_bounds_the_step(
+    truth: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """cuDNN off, bf16 and channels_last at the zoo's GPU batch of 128: at 32 an H200's
+    ResNet-50 step is bound by the host's launches (29 ms at 32, 60 ms at 128), and
+    channels_last came out x1.074 slower there."""
+    monkeypatch.setenv("TRUTH_OUT", str(tmp_path / "rows.jsonl"))
+    monkeypatch.setenv(
+        "TRUTH_CONFIG",
+        json.dumps({"step_models": [], "seed_batch": 32, "seed_size": 224, "direction_batch": 128}),
+    )
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device: (9, 0))
+    module = ModuleType("reference_tests")
+    exec(compile(truth.REFERENCE_TESTS, "test_reference.py", "exec"), module.__dict__)
+    asked: list[dict[str, Any]] = []
+
+    def train_step(model: object, **kwargs: Any) -> SimpleNamespace:
+        asked.append(kwargs)
+        return SimpleNamespace(
+            measurement=SimpleNamespace(step_time_s=0.06, peak_allocated_bytes=1)
+        )
+
+    cnnperf = SimpleNamespace(device=torch.device("cuda"), train_step=train_step)
+    module.test_seeds(cnnperf, lambda name: object())
+    assert [(a["batch_size"], a["image_size"], a["name"]) for a in asked] == [
+        (truth.DIRECTION_BATCH, 224, label) for label in ("on", "off", "bf16", "bf16-cl")
+    ]
+    assert truth.DIRECTION_BATCH == 128
+
+
+def test_the_direction_lines_run_alone_for_a_short_call(
+    truth: ModuleType,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    no_cuda_here: list[str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--only-directions`` (gpu-check --stages directions): the reference run's seeds only,
+    and their three lines."""
+    fake = FakeGpu(None)
+    use(truth, fake, monkeypatch)
+    assert truth.main(["--only-directions", "--out", str(tmp_path)]) == 1  # nothing measured
+    ((args),) = fake.pytest_args
+    assert args[args.index("-k") + 1] == "test_seeds"
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")]
+    assert said == [
+        f"  cuDNN off slower than on, resnet50 bs={truth.DIRECTION_BATCH}: fail",
+        "  bf16 autocast faster and smaller than fp32: fail",
+        "  channels_last + bf16 at least as fast: fail",
+    ]
