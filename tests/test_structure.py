@@ -799,3 +799,25 @@ def test_numbers_that_cannot_be_computed_leave_the_sample_as_it_was() -> None:
     assert sample.numbers is None
     assert sample.structure is not None
     assert calls(sample.structure, "op") == {("aten::add", None): 1}
+
+
+def test_the_manuals_table_of_syncs_has_a_row_for_each_construct_as_counted() -> None:
+    """docs/structure.md's "What counts as a sync": a row per construct, by its test id, whose
+    CPU and CUDA cells say the number of syncs the constructs table expects."""
+    manual = Path(__file__).resolve().parent.parent / "docs" / "structure.md"
+    rows = {
+        cells[-1].strip("`"): cells
+        for line in manual.read_text().splitlines()
+        if line.startswith("| ")
+        for cells in [[c.strip() for c in line.strip("|").split(" | ")]]
+        if len(cells) == 4
+    }
+
+    def said(count: int) -> str:
+        return f"{count} sync" if count else "no sync"
+
+    for construct in constructs.CONSTRUCTS:
+        assert construct.id in rows, construct.id
+        _, cpu, cuda, _ = rows[construct.id]
+        assert cpu.startswith(said(sum(construct.expected("cpu").values()))), construct.id
+        assert cuda.startswith(said(sum(construct.expected("cuda").values()))), construct.id

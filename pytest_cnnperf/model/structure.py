@@ -18,7 +18,8 @@ from .values import Count, NonNegative, PositiveInt
 @dataclass(frozen=True)
 class OperatorCount:
     """How often a step called one thing: an operator (``aten::add_``), a host-device
-    synchronisation (``aten::_local_scalar_dense``, ``cudaStreamSynchronize``), a cast
+    synchronisation (``aten::_local_scalar_dense``; on CUDA ``cudaStreamSynchronize`` where no
+    counted call made it, so that each sync counts once), a cast
     (``aten::_to_copy float32->float64``) or a memory-format conversion."""
 
     #: the operator (``aten::add_``), with what it does for a cast or a conversion
@@ -48,7 +49,8 @@ class Structure:
     #: the keys' names whose count differed from one counted step to the next
     varying: tuple[str, ...] = ()
     #: ``dispatch``: PyTorch's dispatcher (every device); ``dispatch+cuda``: with the CUDA
-    #: runtime's synchronisations and kernel launches read from the profiler's host events
+    #: runtime's kernel launches and the synchronisations no counted call made, read from the
+    #: profiler's host events
     source: str = "dispatch"
     #: the wall time counting took, what the counts cost the sample
     seconds: NonNegative = 0.0
