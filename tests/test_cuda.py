@@ -618,3 +618,30 @@ def test_on_cuda_no_sync_of_the_table_is_counted_twice(counted_constructs: Struc
     left = [c for c in counted_constructs.counts if c.kind == "sync" and c.where is None]
     assert left == []
     assert counted_constructs.varying == ()
+
+
+@pytest.mark.parametrize("construct", constructs.CONSTRUCTS, ids=lambda c: c.id)
+def test_each_construct_syncs_where_cudas_sync_debug_mode_says(
+    construct: constructs.Construct,
+) -> None:
+    """An independent reference for the table's CUDA column: torch's own sync debug mode warns
+    at each synchronising call of the runtime; a construct the count calls a sync warns, one it
+    calls none does not."""
+    import warnings
+
+    step = construct.make(torch.device("cuda:0"))
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    warned = [w for w in caught if "synchronizing CUDA operation" in str(w.message)]
+    syncs = sum(construct.expected("cuda").values())
+    print(f"{construct.id}: {len(warned)} warning(s), {syncs} sync(s) counted")
+    if construct.debug_mode:
+        assert bool(warned) == bool(syncs), [str(w.message) for w in warned]
+    else:
+        assert not warned
