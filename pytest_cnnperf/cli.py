@@ -19,6 +19,7 @@ from typing import TextIO
 
 from . import settings
 from .model import Result, Revision, Verdict, units
+from .store.baseline import BaselineFileError
 from .store.results_file import FileProblem, Loaded, load, merged
 
 EXIT_OK, EXIT_REGRESSED, EXIT_USAGE = 0, 1, 2
@@ -78,7 +79,10 @@ def parser() -> argparse.ArgumentParser:
 
     compare = commands.add_parser(
         "compare",
-        usage="cnnperf compare [-h] [--threshold PCT] [--fail-on-regression[=PCT]] OLD NEW",
+        usage=(
+            "cnnperf compare [-h] [--threshold PCT] [--fail-on-regression[=PCT]] "
+            "[--baselines DIR] OLD NEW"
+        ),
         help="Compare two runs benchmark by benchmark",
         description="Match the benchmarks of two results or baseline files by test and "
         "configuration, and show both throughputs, the speedup, both peak memories and the "
@@ -102,6 +106,15 @@ def parser() -> argparse.ArgumentParser:
         type=_fail_on,
         help="Exit with status 1 when a benchmark regressed (slower beyond the threshold, "
         "significantly, or more peak memory); --fail-on-regression=PCT also sets the threshold",
+    )
+    compare.add_argument(
+        "--baselines",
+        metavar="DIR",
+        type=Path,
+        default=Path("baselines"),
+        help="The baselines folder whose noise profile of NEW's kind of machine (recorded by "
+        "cnnperf noise) the verdicts allow for; the device's default where it has none. "
+        "Default: baselines",
     )
 
     show = commands.add_parser(
@@ -173,6 +186,7 @@ def parser() -> argparse.ArgumentParser:
 
     _history_parsers(commands)
     _bisect_parser(commands)
+    _noise_parser(commands)
 
     commands.add_parser(
         "doctor",
@@ -280,6 +294,36 @@ def _history_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
     )
 
 
+def _noise_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    noise = commands.add_parser(
+        "noise",
+        usage="cnnperf noise [-h] [--runs N] [--baselines DIR] [--record FILE] -- PYTEST_ARGS",
+        help="Record how much this kind of machine's runs differ: its noise profile",
+        description="Run the benchmarks the pytest arguments select again and again (pytest "
+        "--cnnperf --cnnperf-save into a folder of its own: your baselines are not touched), "
+        "and write this kind of machine's noise profile beside its baselines, which verdicts "
+        "against stored baselines allow for. Record it on a machine in its usual state, at "
+        "several times (--record keeps the runs and adds to them).",
+    )
+    noise.add_argument(
+        "--runs", metavar="N", type=_count, default=10, help="Runs to record. Default: 10"
+    )
+    noise.add_argument(
+        "--baselines",
+        metavar="DIR",
+        type=Path,
+        default=Path("baselines"),
+        help="The baselines folder the profile is written to. Default: baselines",
+    )
+    noise.add_argument(
+        "--record",
+        metavar="FILE",
+        type=Path,
+        help="Keep every run's samples in FILE, and fit the profile from those it already holds "
+        "too",
+    )
+
+
 def _bisect_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bisect = commands.add_parser(
         "bisect",
@@ -327,7 +371,7 @@ def _bisect_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
     pytest_args: list[str] = []
-    if given[:1] == ["bisect"] and "--" in given:
+    if given[:1] in (["bisect"], ["noise"]) and "--" in given:
         cut = given.index("--")
         given, pytest_args = given[:cut], given[cut + 1 :]
     args = parser().parse_args(_with_bare_flags(given))
@@ -337,12 +381,40 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     try:
         if args.command == "bisect":
             return _bisect(args, pytest_args, stream)
+        if args.command == "noise":
+            return _noise(args, pytest_args, stream)
         lines, status = _run(args)
     except (Problem, CommandProblem) as exc:
         print(f"cnnperf {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     stream.write("\n".join(lines) + "\n")
     return status
+
+
+def _noise(args: argparse.Namespace, pytest_args: list[str], stream: TextIO) -> int:
+    """``cnnperf noise``: a line a run, then the profile written."""
+    from .reports import table
+    from .revision import noise
+
+    if not pytest_args:
+        raise Problem(
+            "give the pytest arguments that select the benchmarks after --, e.g. cnnperf noise "
+            "--runs 10 -- tests/perf"
+        )
+
+    def progress(i: int, results: tuple[Result, ...]) -> None:
+        steps = ", ".join(
+            f"{table.short_key(r.config)} {units.seconds(r.measured.step_time_s)}" for r in results
+        )
+        stream.write(f"run {i + 1}/{args.runs}: {steps}\n")
+        stream.flush()
+
+    try:
+        found = noise.record(pytest_args, args.runs, args.baselines, args.record, progress)
+    except noise.NoiseProblem as exc:
+        raise Problem(str(exc)) from None
+    stream.write("\n".join(noise.lines(found)) + "\n")
+    return EXIT_OK
 
 
 def _bisect(args: argparse.Namespace, pytest_args: list[str], stream: TextIO) -> int:
@@ -417,7 +489,7 @@ def _bisect(args: argparse.Namespace, pytest_args: list[str], stream: TextIO) ->
 def _run(args: argparse.Namespace) -> tuple[list[str], int]:
     command: str = args.command
     if command == "compare":
-        return _compare(args.old, args.new, args.threshold, args.fail_on_regression)
+        return _compare(args.old, args.new, args.threshold, args.fail_on_regression, args.baselines)
     if command == "show":
         return _show(args.files, args.markdown), EXIT_OK
     if command == "modes":
@@ -456,7 +528,11 @@ def _load(path: Path, need_measured: bool = True) -> Loaded:
 
 
 def _compare(
-    old_path: Path, new_path: Path, threshold: float | None, fail: bool | float
+    old_path: Path,
+    new_path: Path,
+    threshold: float | None,
+    fail: bool | float,
+    baselines: Path,
 ) -> tuple[list[str], int]:
     from .reports import compare
 
@@ -469,14 +545,18 @@ def _compare(
         threshold = fail
     old, new = _load(old_path), _load(new_path)
     settings = compare.settings_for(new.measured, threshold)
-    pairs, matching = compare.compare(old.measured, new.measured, settings)
+    try:
+        profile = compare.profile_for(new.measured, baselines)
+    except BaselineFileError as exc:
+        raise Problem(str(exc)) from None
+    pairs, matching = compare.compare(old.measured, new.measured, settings, profile)
     if not pairs:
         raise Problem(
             f"{old_path} and {new_path} share no benchmark (matched by test and configuration): "
             f"OLD has {_examples(old.measured)}, NEW has {_examples(new.measured)}; compare runs "
             "of the same tests"
         )
-    lines = compare.lines(old, new, pairs, matching, settings)
+    lines = compare.lines(old, new, pairs, matching, settings, profile)
     regressed = any(p.verdict is Verdict.REGRESSED for p in pairs)
     return lines, EXIT_REGRESSED if fail is not False and regressed else EXIT_OK
 

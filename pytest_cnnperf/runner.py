@@ -22,15 +22,25 @@ import pytest
 from . import benchmark
 from .benchmark import ArgumentProblem
 from .gate import sequential
+from .gate.decide import kernels_differ
 from .gate.policy import Plan
 from .gate.sequential import Gating, Next, Pairing, Reference, Saving
 from .measuring.workload import InferenceSpec, TrainSpec, Workload
-from .model import BenchConfig, Decision, Environment, Measurement, Result, Verdict
+from .model import (
+    BenchConfig,
+    Decision,
+    Environment,
+    Measurement,
+    NoBaseline,
+    Result,
+    Verdict,
+)
 from .reports import explain
 from .revision.base import BaseProblem
 from .sampling.manager import Sampler, Target
 from .sampling.messages import BenchmarkError, Site, TakenSample
 from .session import Session
+from .store import noise
 from .store.baseline import BaselineFileError, BaselineSaveError
 from .store.locations import Location, readable_name
 
@@ -444,11 +454,19 @@ class CnnPerf:
         machine, location = environment.machine, self._location
         store, module, test = self._session.store, location.module, location.test
         entry = store.entry(machine, module, test, key)
-        elsewhere = () if entry else tuple(store.machines_with(module, test, key))
+        absent = None
+        if entry is None:
+            others = [(m, e) for m, e in store.machines_with(module, test, key) if m != machine]
+            absent = NoBaseline(
+                machine,
+                tuple(m for m, _ in others),
+                tuple(kernels_differ(environment, e) for _, e in others),
+            )
         reference = Reference(
             entry,
             explain.display_path(store.path(machine, module)),
-            tuple(m for m in elsewhere if m != machine),
+            absent=absent,
+            noise=noise.read(store.root, machine),
         )
         creep, history = self._plan.creep, self._session.history
         if creep is None or history is None:

@@ -2,8 +2,10 @@
 ``sample-cost``): written into each throw-away project as ``workload.py``.
 
 ``model(name)`` builds a small conv net (``smallnet``: four convolutions, 20 ms steps at batch
-8 and 64 px on two threads) or a torchvision model, wrapped so that environment variables inject
-a change the way a commit would: ``QUALITY_EXTRA_IMAGES`` runs forward and backward on that many
+8 and 64 px on two threads; ``bodynet``: seven body convolutions, ``QUALITY_WIDEN`` of them
+widened from 3x3 to 3x5, a change a commit makes) or a torchvision model, wrapped so that
+environment variables inject a change the way a commit would: ``QUALITY_EXTRA_IMAGES`` runs
+forward and backward on that many
 extra images (slower and hungrier), ``QUALITY_EXTRA_PASSES`` runs the first convolution again
 that many times without autograd (slower, memory as before), ``QUALITY_EXTRA_BYTES`` keeps that
 many bytes alive from one step to the next (hungrier, as fast). ``step_time_ratios`` measures how
@@ -39,6 +41,24 @@ def smallnet():
     )
 
 
+def bodynet(widened=0):
+    """A stem, seven body convolutions of 32 channels at 32 px and a head; ``widened`` of the
+    body convolutions are 3x5 instead of 3x3 (slower, memory as before: the same activations)."""
+    body = []
+    for i in range(7):
+        kernel, padding = ((3, 5), (1, 2)) if i in WIDENED[:widened] else (3, 1)
+        body += [nn.Conv2d(32, 32, kernel, padding=padding), nn.BatchNorm2d(32), nn.ReLU()]
+    return nn.Sequential(
+        nn.Conv2d(3, 32, 3, stride=2, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+        *body,
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10),
+    )
+
+
+#: the body convolutions a widened bodynet widens, in order
+WIDENED = (2, 5, 0, 3, 6, 1, 4)
+
+
 class Injected(nn.Module):
     """The model, with injected extra compute (images, or passes without autograd) and memory
     (bytes kept across steps)."""
@@ -67,7 +87,12 @@ class Injected(nn.Module):
 
 
 def model(name, extra_images=None, extra_passes=None):
-    inner = smallnet() if name == "smallnet" else torchvision.models.get_model(name, num_classes=10)
+    if name == "smallnet":
+        inner = smallnet()
+    elif name == "bodynet":
+        inner = bodynet(int(os.environ.get("QUALITY_WIDEN", "0")))
+    else:
+        inner = torchvision.models.get_model(name, num_classes=10)
     if extra_images is None:
         extra_images = int(os.environ.get("QUALITY_EXTRA_IMAGES", "0"))
     if extra_passes is None:

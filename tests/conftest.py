@@ -21,6 +21,7 @@ import pytest
 import scipy.stats  # noqa: F401  (imported once, for in-process pytester runs)
 import torch  # imported once, for in-process pytester runs
 import torchvision  # noqa: F401  (imported once, for in-process pytester runs)
+from factories import record_quiet_noise
 from scripted import Scripted
 
 import pytest_cnnperf
@@ -85,6 +86,7 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
         cnnperf_threshold = 30%
         """
     )
+    record_quiet_noise(pytester.path / "baselines")
     return pytester
 
 

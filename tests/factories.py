@@ -13,8 +13,15 @@ from pytest_cnnperf.model import (
     Flags,
     Measurement,
     MemoryPeak,
+    NoiseProfile,
     Result,
     Sample,
+)
+
+#: the noise profile of scripted samples: a fixed spread, no drift between runs (the tests of
+#: the between-run noise itself give their own)
+QUIET = NoiseProfile(
+    within=0.02, between=0.01, between_calibrated=0.01, calibration_within=0.02, drift_covered=0.5
 )
 
 #: the environment of a 2-thread CPU test machine
@@ -104,3 +111,16 @@ def rewritten(source: Path, target: Path) -> Path:
         written = results_file.RESULTS.dump(results_file.RESULTS.load(data))
         target.write_text(json.dumps(written, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return target
+
+
+def record_quiet_noise(baselines: Path, machine: str | None = None) -> None:
+    """Write :data:`QUIET` as the noise profile of ``machine`` (this machine's kind at 2 and 1
+    threads by default) under ``baselines``."""
+    import torch
+
+    from pytest_cnnperf.measuring.environment import machine_name
+    from pytest_cnnperf.store import noise
+
+    machines = [machine] if machine else [machine_name(torch.device("cpu"), n) for n in (1, 2)]
+    for name in machines:
+        noise.write(baselines, name, QUIET)

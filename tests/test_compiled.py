@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from factories import ENV
+from factories import ENV, QUIET
 from scripted import Scripted
 
 from pytest_cnnperf import benchmark
 from pytest_cnnperf.benchmark import ArgumentProblem
-from pytest_cnnperf.gate.decide import decide
+from pytest_cnnperf.gate.decide import decide, throughput_at
 from pytest_cnnperf.gate.design import one_look
 from pytest_cnnperf.gate.policy import CPU, GateSettings
 from pytest_cnnperf.measuring.compiled import CompileFailed, _guarded, forget_stale_imports
@@ -372,9 +372,13 @@ def gated(
     environment: Environment = COMPILED_ENV,
     baseline_file: str | None = None,
 ) -> Result:
-    """The result of ``t.py::test_a`` measuring ``m``, with the gate's decision on it."""
+    """The result of ``t.py::test_a`` measuring ``m``, with the gate's decision on it (on a
+    machine whose runs barely differ: these tests are about the compiler's figures)."""
     current = Result(config, test_id="t.py::test_a", environment=environment, measurement=m)
-    decision = decide(current, baseline, settings, LOOK, baseline_file)
+    throughput = None
+    if baseline is not None:
+        throughput = throughput_at(current, baseline, settings, LOOK, QUIET)
+    decision = decide(current, baseline, settings, LOOK, baseline_file, throughput=throughput)
     return dataclasses.replace(current, decision=decision)
 
 

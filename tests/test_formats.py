@@ -38,6 +38,7 @@ from pytest_cnnperf.model import (
     DeviceHealth,
     Disturbance,
     Disturbed,
+    DriftUncovered,
     Energy,
     Flags,
     GraphBreak,
@@ -49,12 +50,15 @@ from pytest_cnnperf.model import (
     MemoryPeak,
     NewGraphBreaks,
     NoBaseline,
+    NoiseProfile,
+    NoiseProfileFile,
     NoisyCalibration,
     NoProfile,
     NotAtRevision,
     NotCounted,
     NotSaved,
     NumbersDiffer,
+    OtherKernels,
     Peak,
     ProfileFailed,
     Reason,
@@ -72,10 +76,12 @@ from pytest_cnnperf.model import (
     StructureRegressed,
     UnequalPairs,
     UntrustworthyGpu,
+    Unvouched,
     Verdict,
 )
 from pytest_cnnperf.sampling import messages, xdist
 from pytest_cnnperf.store import codec, legacy, results_file
+from pytest_cnnperf.store import noise as noise_store
 from pytest_cnnperf.store.baseline import (
     BASELINE,
     BaselineFile,
@@ -123,7 +129,11 @@ MEMORY = Comparison("memory", 1e8, 1.1e8, 0.1, 0.05, Verdict.REGRESSED, None, No
 REASONS: tuple[Reason, ...] = (
     NoBaseline("cpu-test-2t", ("nvidia-h200",)),
     NotAtRevision("main (0123456789)", "its test is not there"),
-    MachineDrift(1.06, (Verdict.INCONCLUSIVE, Verdict.OK, Verdict.OK), 1.02, 1.1),
+    MachineDrift(1.06, (Verdict.INCONCLUSIVE, Verdict.OK, Verdict.OK), 1.02, 1.1, allowed=False),
+    DriftUncovered(1.4, 0.2, "default"),
+    Unvouched(
+        0.14, 0.1, 0.06, 0.03, 0.02, "runs differ by 2.0% (recorded 2026-12-04, 30 runs)", True
+    ),
     NoisyCalibration(0.12, 0.1),
     CalibrationChanged("cuda-mm-fp16-2048x4", "cuda-mm-fp16-4096x8"),
     SoftwareChanged(),
@@ -142,7 +152,12 @@ REASONS: tuple[Reason, ...] = (
     StructureRegressed((CountChange("sync", "aten::_local_scalar_dense", "layer3.1", 0, 1),), 0),
     StructureChanged((CountChange("cast", "aten::_to_copy float32->float64", "fc", 1, 3),)),
     NotCounted("RuntimeError: a custom kernel without a Python binding"),
-    ComputesOtherwise(NumbersDiffer("loss of step 1", 4.472, 4.556, 1e-3), strict=True),
+    ComputesOtherwise(
+        NumbersDiffer("loss of step 1", 4.472, 4.556, 1e-3),
+        strict=True,
+        likely_cause="torch 2.5 -> 2.14",
+    ),
+    OtherKernels(("CPU capability AVX2 -> AVX512",)),
     NotSaved("the run was interrupted"),
     Remark("creep: worse than the best of its last 5 runs", "creep"),
 )
@@ -444,6 +459,24 @@ DOCUMENTS: dict[str, tuple[Any, Any]] = {
             warnings=("2 xdist workers share this CPU's 2 cores",),
         ),
     ),
+    "noise-profile": (
+        noise_store.NOISE,
+        NoiseProfileFile(
+            "cpu-amd-epyc-f25m17s1-avx512-2t",
+            NoiseProfile(
+                0.08,
+                0.09,
+                0.02,
+                0.06,
+                0.2,
+                30,
+                3,
+                "recorded",
+                "2026-12-04T10:00:00Z",
+                "cnnperf noise -- x",
+            ),
+        ),
+    ),
     "history-run": (RunInfo, RUN),
     "history-result": (Result, FULL),
 }
@@ -591,12 +624,13 @@ SAMPLE = ["results", 2, "measurement", "samples", 3]
             ["results", 0, "decision", "reasons", 0],
             '{"kind": "sunspots", "count": 3}',
             "file.results[0].decision.reasons[0].kind: 'sunspots' is not one of 'no-baseline', "
-            "'not-at-revision', 'machine-drift', 'noisy-calibration', 'calibration-changed', "
+            "'not-at-revision', 'machine-drift', 'drift-uncovered', 'unvouched', "
+            "'noisy-calibration', 'calibration-changed', "
             "'software-changed', 'disturbed', 'unequal-pairs', 'untrustworthy-gpu', "
             "'sampling-changed', 'new-graph-breaks', 'recompiled', "
             "'slower-compile', 'cuda-graphs-skipped', 'creep', 'no-profile', 'profile-failed', "
             "'imprecise-baseline', 'structure-regressed', 'structure-changed', 'not-counted', "
-            "'computes-otherwise', "
+            "'computes-otherwise', 'other-kernels', "
             "'not-saved', 'remark'",
         ),
         (

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from factories import CONFIG, ENV
+from factories import CONFIG, ENV, QUIET
 from scripted import Scripted
 
 from pytest_cnnperf.gate.design import Design, doubling
@@ -93,7 +93,9 @@ def gating(
     design: Design = DESIGN,
     profiled: bool = True,
 ) -> Gating:
-    return Gating(settings, design, lambda env: Reference(reference, "b.json"), profiled=profiled)
+    return Gating(
+        settings, design, lambda env: Reference(reference, "b.json", noise=QUIET), profiled=profiled
+    )
 
 
 def test_looks_double_from_the_first_to_the_cap() -> None:
@@ -233,7 +235,8 @@ def test_a_regressions_evidence_names_the_look_the_test_and_the_rates() -> None:
     test, rates = decision.throughput.evidence()
     assert test.startswith(
         "3 samples now against 11 (look 1 of 3): exact one-sided Mann-Whitney test p = 0.0027, "
-        "at most this look's 0.0033; with 99.7% confidence the loss is at least "
+        "at most this look's 0.0033; with 99.7% confidence, allowing for +-1.4% between the two "
+        "runs beside their samples, the loss is at least "
     )
     assert rates == (
         "error rates fixed in advance: 1% false alarms and 5% missed slowdowns over 3 looks, "
@@ -331,8 +334,9 @@ def test_a_run_takes_the_samples_each_look_asks_for(
             "or not",
             "  throughput  * images/s now, 200 images/s in the baseline: -29.*% (fails below -30%)",
             "              4 samples now against 9 (look 2 of 2, the last): exact one-sided "
-            "Mann-Whitney test p = *, at most this look's 0.005; with 97.5% confidence the loss is "
-            "at most *% (ok needs it below the threshold)",
+            "Mann-Whitney test p = *, at most this look's 0.005; with 97.5% confidence, allowing "
+            "for +-1.4% between the two runs beside their samples, the loss is at most *% (ok "
+            "needs it below the threshold)",
             "              error rates fixed in advance: 1% false alarms and 5% missed slowdowns "
             "over 2 looks, split equally",
         ]

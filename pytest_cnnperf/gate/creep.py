@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..model import Creep, Decision, Look, Result, Verdict
-from .decide import decide
+from ..model import Creep, Decision, Look, NoiseProfile, Result, Verdict
+from .decide import decide, throughput_at
 from .policy import GateSettings
 
 
@@ -58,18 +58,21 @@ def judge(
     settings: GateSettings,
     threshold: float,
     look: Look,
+    profile: NoiseProfile | None = None,
 ) -> tuple[Decision, bool]:
     """``decision`` (the baseline gate's at ``look``) with the creep gate's verdict added:
     regressed, with a :class:`~pytest_cnnperf.model.Creep` reason, when ``current`` is past
-    ``threshold`` against the best of ``recent``; and whether the creep gate's comparison is
-    still undecided at this look (more samples could decide it)."""
+    ``threshold`` against the best of ``recent`` (another run: its bounds allow for the kind of
+    machine's noise ``profile``, the device's default where ``None``); and whether the creep
+    gate's comparison is still undecided at this look (more samples could decide it)."""
     best = best_run(recent)
     if best is None:
         return decision, False
     settings = dataclasses.replace(
         settings, throughput_threshold=threshold, memory_threshold=threshold, strict=False
     )
-    against = decide(current, best.result, settings, look)
+    throughput = throughput_at(current, best.result, settings, look, profile)
+    against = decide(current, best.result, settings, look, throughput=throughput)
     regressed = tuple(
         c for c in (against.throughput, against.memory) if c and c.verdict is Verdict.REGRESSED
     )

@@ -2,12 +2,14 @@
 
 Throughput: the per-sample step times of both sides, compared with the exact one-sided
 Mann-Whitney test and the Hodges-Lehmann ratio against the threshold at the look's shares of the
-error rates (``gate.design``), after allowing for none, all or twice of the machine's drift that
-the calibration workload measured, and only where its own noise allows; samples that something
-else disturbed cannot show a regression. Memory: past its threshold, confirmed in three samples,
-every one above every baseline sample. Compiled benchmarks: new graph breaks and any recompile
-while timed fail; compile time only past its own threshold. The manual's "How the gate decides"
-page has the whole method.
+error rates (``gate.design``). Against a stored baseline the bounds also hold what moves a whole
+run, which no sample shows: the machine's drift, divided out by the calibration workload where
+the kind of machine's noise profile says that helps, with the estimate's error and the
+between-run spread the profile recorded (``gate.noise``); a drift beyond the profile's, a noisy
+calibration and disturbed samples veto any verdict, ok included. Memory: past its threshold,
+confirmed in three samples, every one above every baseline sample. Compiled benchmarks: new
+graph breaks and any recompile while timed fail; compile time only past its own threshold. The
+manual's "How the gate decides" page has the whole method.
 """
 
 from __future__ import annotations
@@ -27,14 +29,17 @@ from ..model import (
     Decision,
     Disturbance,
     Disturbed,
+    DriftUncovered,
     Environment,
     Look,
     MachineDrift,
     Measurement,
     NewGraphBreaks,
     NoBaseline,
+    NoiseProfile,
     NoisyCalibration,
     NoProfile,
+    OtherKernels,
     ProfileFailed,
     Reason,
     Recompiled,
@@ -45,11 +50,12 @@ from ..model import (
     Spread,
     UnequalPairs,
     UntrustworthyGpu,
+    Unvouched,
     Verdict,
 )
 from ..model.config import calibration_unit
 from ..model.decision import ComputesOtherwise
-from . import stats, structure
+from . import noise, stats, structure
 from .attribute import attribute
 from .policy import GateSettings
 
@@ -69,20 +75,34 @@ def compare_throughput(
     machine_factor: float = 1.0,
     *,
     items: tuple[int, int] = (1, 1),
+    runs: noise.RunNoise = noise.NO_RUN_NOISE,
 ) -> Comparison:
     """Compare step times at ``look``'s shares of the error rates, the current ones divided by
-    ``machine_factor`` first. ``items``: items per step (baseline, current), for reporting
-    rates in items per second. An ``inconclusive`` verdict at a look that is not the last means
-    "not decided yet"."""
+    ``machine_factor`` first, allowing beside the samples' own noise for what moves a whole run
+    (``runs``), which the samples cannot show (``gate.noise``). ``items``:
+    items per step (baseline, current), for reporting rates in items per second. An
+    ``inconclusive`` verdict at a look that is not the last means "not decided yet"."""
     threshold = settings.throughput_threshold
     adjusted = [t / machine_factor for t in current]
     shift = stats.compare(baseline, adjusted, look.alpha, look.beta)
-    allowed = 1 / (1 - threshold) if threshold < 1 else math.inf
-    if shift.p_slower <= look.alpha and shift.ratio > allowed:
+    upper = stats.compare(baseline, adjusted, look.alpha, look.alpha).high
+    bounds = noise.widen(
+        math.log(shift.ratio),
+        (_log(shift.low), _log(shift.high), _log(upper)),
+        runs,
+        look.alpha,
+        look.beta,
+    )
+    allowed = -math.log(1 - threshold) if threshold < 1 else math.inf
+    if shift.p_slower <= look.alpha and bounds.low > 0 and bounds.shift > allowed:
         verdict = Verdict.REGRESSED
-    elif shift.p_faster <= look.alpha and 1 / shift.ratio - 1 > threshold:
+    elif (
+        shift.p_faster <= look.alpha
+        and bounds.high_alpha < 0
+        and math.exp(-bounds.shift) - 1 > threshold
+    ):
         verdict = Verdict.IMPROVED
-    elif shift.high <= allowed:
+    elif bounds.high <= allowed:
         verdict = Verdict.OK
     else:
         verdict = Verdict.INCONCLUSIVE
@@ -91,30 +111,95 @@ def compare_throughput(
         metric="throughput",
         baseline=base_rate,
         current=rate,
-        change=1 - 1 / shift.ratio,
+        change=_loss(bounds.shift),
         threshold=threshold,
         verdict=verdict,
         p_value=shift.p_slower,
-        low=1 - 1 / shift.low if shift.low > 0 else None,  # None: too few samples to bound it
-        high=1 - 1 / shift.high,
+        low=_loss(bounds.low) if math.isfinite(bounds.low) else None,  # None: not bounded
+        high=_loss(bounds.high),
         baseline_samples=len(baseline),
         current_samples=len(current),
         machine_factor=machine_factor,
         raw_change=1 - rate / base_rate,
         look=look,
+        between=runs.total or None,
+    )
+
+
+def _log(ratio: float) -> float:
+    """A bound of a ratio in log units (0: no lower bound; inf: no upper one)."""
+    return math.log(ratio) if ratio > 0 else -math.inf
+
+
+def _loss(shift: float) -> float:
+    """The throughput lost to a log shift of step times (negative: gained)."""
+    return 1 - math.exp(-shift) if math.isfinite(shift) else (1.0 if shift > 0 else -math.inf)
+
+
+def compare_runs(
+    baseline: Sequence[float],
+    current: Sequence[float],
+    settings: GateSettings,
+    profile: NoiseProfile,
+    *,
+    items: tuple[int, int] = (1, 1),
+) -> Comparison:
+    """Two runs measured before, with as many samples as they took (``cnnperf compare``):
+    three against three cannot reach a false-alarm rate of 1% by ranks alone, so the samples'
+    part of the bounds comes from their spread (the larger of theirs and the ``profile``'s),
+    and the profile's between-run spread is added. Regressed: the loss's lower bound past the
+    threshold; ok: its upper bound under it."""
+    alpha, beta, threshold = (
+        settings.policy.alpha,
+        settings.policy.beta,
+        settings.throughput_threshold,
+    )
+    shift = math.log(stats.compare(baseline, current, alpha, beta).ratio)
+    spreads = [noise.spread(side) for side in (baseline, current) if len(side) > 2]
+    within = max([profile.within, *spreads])
+    sampled = noise.MEDIAN_VARIANCE * within**2 * (1 / len(baseline) + 1 / len(current))
+    runs = noise.RunNoise(profile.between, math.hypot(profile.between, math.sqrt(sampled)))
+    bounds = noise.widen(shift, (shift, shift, shift), runs, alpha, beta)
+    low, high, high_alpha = bounds.low, bounds.high, bounds.high_alpha
+    allowed = -math.log(1 - threshold) if threshold < 1 else math.inf
+    if low > allowed:
+        verdict = Verdict.REGRESSED
+    elif high_alpha < -math.log(1 + threshold):
+        verdict = Verdict.IMPROVED
+    elif high <= allowed:
+        verdict = Verdict.OK
+    else:
+        verdict = Verdict.INCONCLUSIVE
+    base_rate, rate = items[0] / stats.median(baseline), items[1] / stats.median(current)
+    return Comparison(
+        metric="throughput",
+        baseline=base_rate,
+        current=rate,
+        change=_loss(shift),
+        threshold=threshold,
+        verdict=verdict,
+        low=_loss(low),
+        high=_loss(high),
+        baseline_samples=len(baseline),
+        current_samples=len(current),
+        raw_change=1 - rate / base_rate,
+        between=runs.total,
     )
 
 
 def compare_memory(
-    baseline: Sequence[int], current: Sequence[int], settings: GateSettings
+    baseline: Sequence[int],
+    current: Sequence[int],
+    settings: GateSettings,
+    confirmations: int = MEMORY_CONFIRMATIONS,
 ) -> Comparison:
     """Peak memory: a change past the threshold and the slack is a regression (or an
-    improvement) once :data:`MEMORY_CONFIRMATIONS` samples show it, every one beyond every
-    baseline sample; with fewer it is inconclusive: not decided yet."""
+    improvement) once ``confirmations`` samples show it, every one beyond every baseline
+    sample; with fewer it is inconclusive: not decided yet."""
     threshold, slack = settings.memory_threshold, settings.policy.memory_slack_bytes
     base, cur = stats.median(baseline), stats.median(current)
     growth = cur / base - 1 if base else 0.0
-    confirmed = len(current) >= MEMORY_CONFIRMATIONS
+    confirmed = len(current) >= confirmations
     if growth > threshold and cur - base > slack:
         shown = confirmed and min(current) > max(baseline)
         verdict = Verdict.REGRESSED if shown else Verdict.INCONCLUSIVE
@@ -203,9 +288,8 @@ def calibration_change(
     return CalibrationChanged(before, now) if before != now else None
 
 
-#: the confidence of the calibration's bounds on the machine's drift (two-sided): the gate
-#: allows for the part of the drift the calibration is this sure of, none when it is not sure
-#: of any
+#: the confidence of the calibration's bounds on the machine's drift (two-sided), whose width
+#: gives its estimate's error (``drift_variance``)
 DRIFT_CONFIDENCE = 0.90
 
 
@@ -221,11 +305,9 @@ def machine_drift(
         return None
     tail = (1 - DRIFT_CONFIDENCE) / 2
     shift = stats.compare(baseline.calibrations, measurement.calibrations, tail, tail)
-    low = shift.low if shift.low > 0 else None
-    high = shift.high if math.isfinite(shift.high) else None
-    if low is None or high is None:  # too few samples to bound it: not sure of any drift
-        return MachineDrift(shift.ratio, low=min(shift.ratio, 1.0), high=max(shift.ratio, 1.0))
-    return MachineDrift(shift.ratio, low=low, high=high)
+    if shift.low <= 0 or not math.isfinite(shift.high):  # too few samples to bound it
+        return MachineDrift(shift.ratio)
+    return MachineDrift(shift.ratio, low=shift.low, high=shift.high)
 
 
 @dataclass(frozen=True)
@@ -237,19 +319,9 @@ class Throughput:
     reasons: tuple[Reason, ...]
     #: whether any sample was undisturbed: more samples cannot help when none was
     quiet: bool
-
-
-def drift_factors(drift: MachineDrift | None) -> tuple[float, float, float]:
-    """The machine's drift each verdict must hold against, as factors on the current step
-    times, from the calibration's estimate ``m``: a regression whether none, all or twice of a
-    slowdown reached the benchmark (``max(1, m)²``), an improvement likewise (``min(1, m)²``),
-    "ok" whether none or all of a speed-up did (``min(1, m)``: a faster machine hides a
-    slowdown). Models follow the machine's drift by anywhere from none to more than twice of it,
-    and a false alarm costs more than the rare regression left inconclusive."""
-    if drift is None:
-        return 1.0, 1.0, 1.0
-    m = drift.ratio
-    return max(1.0, m) ** 2, min(1.0, m) ** 2, min(1.0, m)
+    #: whether samples up to the last look could still settle an inconclusive verdict: the
+    #: noise they cannot average away may leave no verdict within reach
+    settles: bool = True
 
 
 def calibration_noise(drift: MachineDrift | None) -> float | None:
@@ -260,6 +332,13 @@ def calibration_noise(drift: MachineDrift | None) -> float | None:
     return (math.log(drift.high) - math.log(drift.low)) / 2
 
 
+def drift_variance(drift: MachineDrift) -> float:
+    """The variance (log units squared) of the calibration's estimate of the machine's drift,
+    from its bounds; infinite where too few samples bound it."""
+    half = calibration_noise(drift)
+    return math.inf if half is None else (half / noise.DRIFT_Z) ** 2
+
+
 def judge_throughput(
     measurement: Measurement,
     baseline: Measurement,
@@ -267,64 +346,98 @@ def judge_throughput(
     settings: GateSettings,
     look: Look,
     software_changed: bool,
+    profile: NoiseProfile | None = None,
+    cap: int | None = None,
 ) -> Throughput:
-    """Throughput at ``look``, whether none, all or twice of the machine's drift the
-    calibration measured reached the benchmark (no change can be shown where the calibration's
-    own noise is larger than the threshold), with disturbed samples unable to show a
-    regression."""
+    """Throughput at ``look`` against a stored baseline: the samples' shift, divided by the
+    machine's drift where the kind of machine's noise ``profile`` says the calibration follows
+    it, with every variance term in its bounds (the samples', the calibration's estimate's,
+    the between-run spread the profile recorded). A drift beyond what the profile has seen, a
+    calibration noisier than the threshold, and disturbed samples veto a verdict, ok too.
+    ``cap``: the samples at the last look, to say whether more could settle it."""
+    profile = profile or noise.default(device)
     reasons: list[Reason] = []
     flags = disturbed(measurement)
     # the machine's speed from the samples nothing else disturbed, on both sides: a disturbed
     # sample's calibration measured the disturbance, not the machine's steady speed
     drift = machine_drift(steady(measurement, flags), steady(baseline), device)
-    slowest, fastest, fast = drift_factors(drift)
+    sizes = len(baseline.samples), len(measurement.samples)
+    calibrate = (
+        drift is not None
+        and drift.low is not None  # too few samples to bound it: nothing to divide by
+        and not software_changed
+        and noise.calibrates(profile, *sizes)
+    )
+    factor, runs = 1.0, noise.RunNoise(profile.between, profile.between)
+    if calibrate:
+        assert drift is not None
+        assert profile.between_calibrated is not None
+        factor = drift.ratio
+        spread = profile.between_calibrated
+        runs = noise.RunNoise(spread, math.hypot(spread, math.sqrt(drift_variance(drift))))
     items = (baseline.items_per_step, measurement.items_per_step)
 
-    def compared(step_times: Sequence[float], factor: float) -> Comparison:
+    def compared(step_times: Sequence[float], moved: noise.RunNoise = runs) -> Comparison:
         return compare_throughput(
-            baseline.step_times, step_times, settings, look, factor, items=items
+            baseline.step_times, step_times, settings, look, factor, items=items, runs=moved
         )
 
-    def verdict_of(step_times: Sequence[float]) -> Verdict:
-        if compared(step_times, slowest).verdict is Verdict.REGRESSED:
-            return Verdict.REGRESSED
-        if compared(step_times, fastest).verdict is Verdict.IMPROVED:
-            return Verdict.IMPROVED
-        if compared(step_times, fast).verdict in (Verdict.OK, Verdict.IMPROVED):
-            return Verdict.OK
-        return Verdict.INCONCLUSIVE
+    def compared_with(machine_factor: float) -> Comparison:
+        return compare_throughput(
+            baseline.step_times,
+            measurement.step_times,
+            settings,
+            look,
+            machine_factor,
+            items=items,
+            runs=runs,
+        )
 
-    verdict = verdict_of(measurement.step_times)
-    # reported: after allowing for the drift the calibration measured, or as measured when the
-    # software changed (the calibration itself may have changed then) or there is none
-    estimate = drift.ratio if drift is not None and not software_changed else 1.0
-    reported = compared(measurement.step_times, estimate)
-    if drift is not None and not software_changed and abs(drift.ratio - 1) >= 0.02:
-        as_measured = compared(measurement.step_times, 1.0).verdict
-        if verdict is Verdict.INCONCLUSIVE and as_measured is not Verdict.INCONCLUSIVE:
-            twice = compared(measurement.step_times, drift.ratio**2).verdict
-            drift = dataclasses.replace(drift, verdicts=(as_measured, reported.verdict, twice))
-        reasons.append(drift)
+    comparison = compared(measurement.step_times)
+    verdict = comparison.verdict
+    if drift is not None and abs(drift.ratio - 1) >= 0.02:
+        reasons.append(dataclasses.replace(drift, allowed=calibrate))
     if software_changed and drift is not None:
         reasons.append(SoftwareChanged())
-    noise = calibration_noise(drift)
-    if noise is not None and noise > settings.throughput_threshold and verdict in CHANGES:
-        # its own noise as large as the threshold: it cannot tell the code's change from the
-        # machine's, so against a stored baseline no change can be shown
-        verdict = Verdict.INCONCLUSIVE
-        reasons.append(NoisyCalibration(noise, settings.throughput_threshold))
     changed = calibration_change(measurement, baseline, device)
     if changed is not None:
         reasons.append(changed)
+    veto: Reason | None = None
+    half = calibration_noise(drift) if calibrate else None
+    covered = profile.drift_covered
+    uncovered = covered is not None and drift is not None and abs(math.log(drift.ratio)) > covered
+    if calibrate and uncovered:
+        assert drift is not None
+        assert covered is not None
+        # how much of a drift the profile never saw reaches the benchmark is unknown: a
+        # verdict stands only where none, all and twice of it agree
+        factors = (1.0, drift.ratio, drift.ratio**2)
+        agreed = {compared_with(f).verdict for f in factors} == {verdict}
+        veto = None if agreed else DriftUncovered(drift.ratio, covered, profile.source)
+    if veto is None and half is not None and half > settings.throughput_threshold:
+        # its own noise as large as the threshold: it cannot tell the code's change from the
+        # machine's, so against a stored baseline nothing can be shown, not even no change
+        veto = NoisyCalibration(half, settings.throughput_threshold)
+    if veto is not None:
+        verdict = Verdict.INCONCLUSIVE
+        if isinstance(veto, DriftUncovered):  # it words the drift itself
+            reasons = [r for r in reasons if not isinstance(r, MachineDrift)]
+        reasons.append(veto)
     quiet = [t for t, flag in zip(measurement.step_times, flags, strict=True) if not flag]
     count, total = sum(flags), len(flags)
-    if verdict is Verdict.REGRESSED and count:
-        # disturbed samples were slowed by the machine: only the quiet ones can show the code's
-        if quiet and verdict_of(quiet) is Verdict.REGRESSED:
-            reasons.append(Disturbed(count, total, Disturbance.QUIET_REGRESSED))
+    if verdict in (Verdict.REGRESSED, Verdict.OK) and count:
+        # disturbed samples were slowed by the machine: only the quiet ones can show the
+        # code's speed, a regression or its absence
+        regressed = verdict is Verdict.REGRESSED
+        if quiet and compared(quiet).verdict is verdict:
+            if regressed:
+                reasons.append(Disturbed(count, total, Disturbance.QUIET_REGRESSED))
+            elif mostly(count, total):
+                reasons.append(Disturbed(count, total, Disturbance.NOTED))
         else:
+            effect = Disturbance.NO_VERDICT if regressed else Disturbance.NOT_OK
+            reasons.append(Disturbed(count, total, effect))
             verdict = Verdict.INCONCLUSIVE
-            reasons.append(Disturbed(count, total, Disturbance.NO_VERDICT))
     elif mostly(count, total):
         reasons.append(Disturbed(count, total, Disturbance.NOTED))
     problems = measurement.health_problems
@@ -332,17 +445,66 @@ def judge_throughput(
         reasons.append(UntrustworthyGpu(problems))
         if verdict is Verdict.REGRESSED:
             verdict = Verdict.INCONCLUSIVE
-    return Throughput(reported, verdict, tuple(reasons), quiet=bool(quiet))
+    settles = True
+    if verdict is Verdict.INCONCLUSIVE and veto is None:
+        alone = compared(measurement.step_times, noise.NO_RUN_NOISE)  # the samples' own bounds
+        if alone.verdict is Verdict.OK and comparison.verdict is not Verdict.OK:
+            calibrated = profile.between_calibrated if calibrate else None
+            reasons.append(
+                Unvouched(
+                    high=comparison.high if comparison.high is not None else 1.0,
+                    threshold=settings.throughput_threshold,
+                    samples=alone.high if alone.high is not None else 1.0,
+                    drift=math.sqrt(drift_variance(drift)) if calibrate and drift else None,
+                    between=calibrated if calibrated is not None else profile.between,
+                    profile=profile.describe(calibrated=calibrate),
+                    recorded=profile.source != "default",
+                )
+            )
+        settles = cap is None or _within_reach(alone, runs, sizes, cap, look)
+    return Throughput(comparison, verdict, tuple(reasons), quiet=bool(quiet), settles=settles)
+
+
+def _within_reach(
+    alone: Comparison, runs: noise.RunNoise, sizes: tuple[int, int], cap: int, look: Look
+) -> bool:
+    """Whether ``cap`` samples could still settle an inconclusive throughput verdict, at its
+    estimate or anywhere within its samples' own bounds (``alone``): the samples' part of a
+    bound narrows as they grow, what moves the ``runs`` does not."""
+    n, m = sizes
+    if cap <= m:
+        return False
+    shift = _shift(alone.change)
+    own_low = shift - (_shift(alone.low) if alone.low is not None else -math.inf)
+    own_high = (_shift(alone.high) if alone.high is not None else math.inf) - shift
+    narrow = math.sqrt((1 / cap + 1 / n) / (1 / m + 1 / n))
+    allowed, gained = _shift(alone.threshold), math.log(1 + alone.threshold)
+    beta = runs.fixed() + math.hypot(own_high * narrow, runs.at(look.beta))
+    alpha = runs.fixed() + math.hypot(own_low * narrow, runs.at(look.alpha))
+    ok = shift - own_low + beta <= allowed
+    regressed = shift + own_high > max(allowed, alpha)
+    improved = shift - own_low < -max(gained, alpha)
+    return ok or regressed or improved
+
+
+def _shift(loss: float) -> float:
+    """The log shift of step times that loses ``loss`` of the throughput (1: infinite)."""
+    return -math.log(1 - loss) if loss < 1 else math.inf
 
 
 def throughput_at(
-    current: Result, reference: Result, settings: GateSettings, look: Look
+    current: Result,
+    reference: Result,
+    settings: GateSettings,
+    look: Look,
+    profile: NoiseProfile | None = None,
+    cap: int | None = None,
 ) -> Throughput:
     """The throughput verdict on ``current`` against ``reference`` at ``look``."""
     measurement, environment = measured(current)
     before, then = measured(reference)
     changed = bool(environment.changes_from(then))
-    return judge_throughput(measurement, before, then.device, settings, look, changed)
+    return judge_throughput(measurement, before, then.device, settings, look, changed, profile, cap)
 
 
 def unequal_pairs(base: Measurement, current: Measurement) -> tuple[bool, ...]:
@@ -446,6 +608,22 @@ def judge_compile(
     return comparison, tuple(reasons)
 
 
+def kernels_differ(environment: Environment, other: Result) -> str:
+    """What picks other kernels on the machine ``other`` was measured on than on this one
+    (``CPU capability AVX2 -> AVX512``), ``""`` where nothing known does: the figures of
+    another kind of machine are never judged against these."""
+    then = other.environment
+    if then is None:
+        return ""
+    changes = environment.kernel_changes(then)
+    if changes:
+        return "; ".join(changes)
+    cpu = not environment.device.startswith("cuda")
+    if cpu and then.cpu_capability is None and environment.cpu_capability is not None:
+        return "its CPU capability was not recorded"
+    return ""
+
+
 def measured(result: Result) -> tuple[Measurement, Environment]:
     """A result's measurement and environment, which a result that failed lacks."""
     if result.measurement is None or result.environment is None:
@@ -459,17 +637,16 @@ def decide(
     settings: GateSettings,
     look: Look,
     baseline_file: str | None = None,
-    elsewhere: tuple[str, ...] = (),
     *,
     throughput: Throughput | None = None,
     against: Against | None = None,
     absent: Reason | None = None,
 ) -> Decision:
     """The verdict on ``current`` against ``reference`` at ``look`` (``reference`` ``None``:
-    there is none; ``elsewhere`` then names the kinds of machine that have one, or ``absent``
-    says why). ``throughput``: the verdict an earlier look made final, which later samples
-    (taken for memory or a profile) do not decide again. ``against``: the reference was
-    measured at another revision in this run."""
+    there is none, and ``absent`` says why). ``throughput``: the verdict an earlier look made
+    final, which later samples (taken for memory or a profile) do not decide again.
+    ``against``: the reference was measured at another revision in this run. A reference
+    measured where other hardware picks the kernels shows no change of speed or memory."""
     measurement, environment = measured(current)
     baseline = measured(reference) if reference is not None else None
     compiled, compile_reasons = judge_compile(
@@ -481,7 +658,7 @@ def decide(
             verdict=Verdict.NEW,
             failed=settings.strict or compile_failed,
             baseline_file=baseline_file,
-            reasons=(absent or NoBaseline(environment.machine, elsewhere), *compile_reasons),
+            reasons=(absent or NoBaseline(environment.machine), *compile_reasons),
             compile=compiled,
             against=against,
         )
@@ -491,12 +668,24 @@ def decide(
         assert reference is not None
         throughput = throughput_at(current, reference, settings, look)
     structure_regressed, structure_reasons = structure.judge(measurement, before, settings)
+    kernels = environment.kernel_changes(then)
+    cause = "; ".join(kernels or changes) or None
+    structure_reasons = tuple(
+        dataclasses.replace(r, likely_cause=cause) if isinstance(r, ComputesOtherwise) else r
+        for r in structure_reasons
+    )
     reasons = [*throughput.reasons, *compile_reasons, *structure_reasons]
     memory = None
     if before.memory_peaks and measurement.memory_peaks:
         memory = compare_memory(before.memory_peaks, measurement.memory_peaks, settings)
+    speed = throughput.verdict
+    if kernels:  # another kind of machine's figures: never a change, nor its absence
+        reasons.append(OtherKernels(kernels))
+        speed = Verdict.INCONCLUSIVE
+        if memory is not None:
+            memory = dataclasses.replace(memory, verdict=Verdict.INCONCLUSIVE)
     verdict = combine(
-        throughput.verdict,
+        speed,
         *([memory.verdict] if memory else []),
         *([compiled.verdict] if compiled else []),
         *([Verdict.REGRESSED] if structure_regressed else []),
@@ -507,9 +696,12 @@ def decide(
     failed = verdict is Verdict.REGRESSED or (
         settings.strict and (verdict is Verdict.INCONCLUSIVE or bool(changes) or computes_otherwise)
     )
+    comparison = throughput.comparison
+    if comparison.verdict is not speed:
+        comparison = dataclasses.replace(comparison, verdict=speed)
     return Decision(
         verdict=verdict,
-        throughput=throughput.comparison,
+        throughput=comparison,
         memory=memory,
         environment_changes=changes,
         reasons=tuple(reasons),

@@ -8,11 +8,12 @@ FLOPs, an operator profile), is decided here.
 
 A gated run follows its :class:`~pytest_cnnperf.gate.design.Design`: at each look the
 throughput verdict is regressed, improved, ok, or not decided yet; then the next look's samples
-are taken, up to the last look, where it is inconclusive. Once the throughput verdict is final,
-one more batch may complete what needs more processes than the look had: peak memory past its
-threshold (confirmed in three samples) and the operator profile of a change (three profiled
-samples); they do not decide throughput again. A save takes the samples a first look against
-it needs and more until its median is precise enough.
+are taken, up to the last look, where it is inconclusive; or sooner, where no number of samples
+could settle it (the noise between runs, which samples do not average away, is too large). Once
+the throughput verdict is final, one more batch may complete what needs more processes than the
+look had: peak memory past its threshold (confirmed in three samples) and the operator profile
+of a change (three profiled samples); they do not decide throughput again. A save takes the
+samples a first look against it needs and more until its median is precise enough.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from ..model import (
     ImpreciseBaseline,
     Look,
     Measurement,
+    NoBaseline,
+    NoiseProfile,
     NotAtRevision,
     Reason,
     Result,
@@ -77,20 +80,20 @@ class Next:
 
 @dataclass(frozen=True)
 class Reference:
-    """What a gated benchmark is compared with: its baseline entry (``None``: there is none),
-    the file it is looked for in as a user reads the path, and the kinds of machine that have
-    one when this one has none; with the creep gate, the recent runs it takes the best of and
-    its threshold."""
+    """What a gated benchmark is compared with: its baseline entry (``None``: there is none,
+    and ``absent`` says why: the kinds of machine that have one), the file it is looked for in
+    as a user reads the path; with the creep gate, the recent runs it takes the best of and its
+    threshold."""
 
     entry: Result | None
     file: str | None = None
-    elsewhere: tuple[str, ...] = ()
     recent: Sequence[creep.Run] = ()
     creep_threshold: float | None = None
-    #: measured at another revision in this run (``--cnnperf-against``), and why there is no
-    #: entry when the benchmark does not exist there
+    #: measured at another revision in this run (``--cnnperf-against``)
     against: Against | None = None
-    absent: NotAtRevision | None = None
+    absent: NoBaseline | NotAtRevision | None = None
+    #: the kind of machine's noise profile (``None``: none recorded, the device's default)
+    noise: NoiseProfile | None = None
 
 
 def _profiles(attribution_mode: str) -> bool:
@@ -147,7 +150,8 @@ class Gating:
         return self._next(result)
 
     def _throughput(self, result: Result, reference: Result, look: Look) -> Throughput:
-        return throughput_at(result, reference, self.settings, look)
+        profile = self._reference.noise if self._reference else None
+        return throughput_at(result, reference, self.settings, look, profile, self.design.cap)
 
     def _next(self, result: Result) -> tuple[Decision, Next | None]:
         """Decide at this look, and say what to sample next, against the reference found."""
@@ -164,11 +168,8 @@ class Gating:
         decision = self._decide(result, look, throughput)
         decision, creep_open = self._creep(decision, result, look)
         last = self._index == len(self.design.looks) - 1
-        if (
-            not last
-            and throughput.quiet
-            and (throughput.verdict is Verdict.INCONCLUSIVE or creep_open)
-        ):
+        undecided = throughput.verdict is Verdict.INCONCLUSIVE and throughput.settles
+        if not last and throughput.quiet and (undecided or creep_open):
             self._index += 1
             count = self.design.looks[self._index] - taken
             memory = self._memory_wanted(decision, measurement)
@@ -195,7 +196,6 @@ class Gating:
             self.settings,
             look,
             reference.file,
-            reference.elsewhere,
             throughput=throughput,
             against=reference.against,
             absent=reference.absent,
@@ -206,7 +206,13 @@ class Gating:
         if reference is None or reference.creep_threshold is None or not reference.recent:
             return decision, False
         return creep.judge(
-            decision, result, reference.recent, self.settings, reference.creep_threshold, look
+            decision,
+            result,
+            reference.recent,
+            self.settings,
+            reference.creep_threshold,
+            look,
+            reference.noise,
         )
 
     def _memory_wanted(self, decision: Decision, measurement: Measurement) -> int:

@@ -1,8 +1,12 @@
 """The environment a measurement belongs to, and the name of the kind of machine it ran on.
 
-Baselines are kept per kind of machine: ``nvidia-h100-80gb-hbm3`` for a GPU model, or
-``cpu-amd-epyc-7763-2t`` for a CPU model at a thread count (thread count changes CPU throughput
-more than anything else). ``--cnnperf-machine`` overrides the derived name.
+Baselines are kept per kind of machine, named after what picks the kernels a step runs:
+``nvidia-h100-80gb-hbm3`` for a GPU model; ``cpu-amd-epyc-7763-avx2-2t`` for a CPU model, the
+instruction set torch dispatches its CPU kernels to, and the thread count (which changes CPU
+throughput more than anything else). Where a virtual machine masks the model's name ("AMD
+EPYC"), its family, model and stepping say the generation: ``cpu-amd-epyc-f25m17s1-avx512-2t``.
+Library versions stay out of the name: a torch upgrade is reported as a change against the
+same baselines. ``--cnnperf-machine`` overrides the derived name.
 """
 
 from __future__ import annotations
@@ -23,14 +27,63 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "unknown"
 
 
-def cpu_model() -> str:
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields in ``/proc/cpuinfo`` (empty where there is none)."""
+    fields: dict[str, str] = {}
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
+        return fields
+    for line in text.split("\n\n", 1)[0].splitlines():
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip(), value.strip())
+    return fields
+
+
+def cpu_model() -> str:
+    return (
+        _cpuinfo().get("model name") or platform.processor() or platform.machine() or "unknown CPU"
+    )
+
+
+def cpu_id() -> str | None:
+    """``family 25 model 17 stepping 1`` on x86 (``None`` where the CPU does not say)."""
+    info = _cpuinfo()
+    parts = [(word, info.get(key)) for word, key in _ID_FIELDS]
+    if not all(value for _, value in parts):
+        return None
+    return " ".join(f"{word} {value}" for word, value in parts)
+
+
+_ID_FIELDS = (("family", "cpu family"), ("model", "model"), ("stepping", "stepping"))
+
+
+def cpu_capability() -> str | None:
+    """The instruction set torch dispatches its CPU kernels to (``ATEN_CPU_CAPABILITY`` lowers
+    it); ``None`` for a torch too old to say."""
+    import torch
+
+    try:
+        return str(torch.backends.cpu.get_cpu_capability())
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def masked(model: str) -> bool:
+    """Whether a CPU's name hides its model number (``AMD EPYC``, ``Intel Xeon Processor``), as
+    virtual machines often report it."""
+    return not any(ch.isdigit() for ch in slug(model))
+
+
+def cpu_kind(model: str, ident: str | None, capability: str | None, threads: int) -> str:
+    """``cpu-amd-epyc-f25m17s1-avx512-2t``: the name of a kind of CPU machine."""
+    parts = ["cpu", slug(model)]
+    if ident and masked(model):
+        numbers = dict(zip(ident.split()[::2], ident.split()[1::2], strict=False))
+        parts.append("f{family}m{model}s{stepping}".format_map(numbers))
+    if capability:
+        parts.append(slug(capability))
+    return "-".join([*parts, f"{threads}t"])
 
 
 def machine_name(device: Any, threads: int) -> str:
@@ -39,7 +92,7 @@ def machine_name(device: Any, threads: int) -> str:
 
     if device.type == "cuda":
         return slug(torch.cuda.get_device_name(device))
-    return f"cpu-{slug(cpu_model())}-{threads}t"
+    return cpu_kind(cpu_model(), cpu_id(), cpu_capability(), threads)
 
 
 def cudnn_version() -> str | None:
@@ -105,4 +158,6 @@ def capture(device: Any, machine: str | None, driver: str | None) -> Environment
         threads=threads,
         interop_threads=torch.get_num_interop_threads(),
         flags=current_flags(device),
+        cpu_capability=cpu_capability(),
+        cpu_id=cpu_id(),
     )

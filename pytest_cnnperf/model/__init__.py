@@ -15,6 +15,7 @@ from .decision import (
     Decision,
     Disturbance,
     Disturbed,
+    DriftUncovered,
     ImpreciseBaseline,
     Look,
     MachineDrift,
@@ -25,6 +26,7 @@ from .decision import (
     NotAtRevision,
     NotCounted,
     NotSaved,
+    OtherKernels,
     ProfileFailed,
     Reason,
     Recompiled,
@@ -37,8 +39,10 @@ from .decision import (
     StructureRegressed,
     UnequalPairs,
     UntrustworthyGpu,
+    Unvouched,
     Verdict,
 )
+from .noise import NoiseProfile, NoiseProfileFile
 from .profile import Attribution, OperatorChange, OperatorTime, PeakParts, Profile
 from .result import Headline, Result, ResultsFile
 from .sample import (
@@ -73,6 +77,7 @@ __all__ = [
     "DeviceHealth",
     "Disturbance",
     "Disturbed",
+    "DriftUncovered",
     "Energy",
     "Environment",
     "Flags",
@@ -86,6 +91,8 @@ __all__ = [
     "NewGraphBreaks",
     "NoBaseline",
     "NoProfile",
+    "NoiseProfile",
+    "NoiseProfileFile",
     "NoisyCalibration",
     "NotAtRevision",
     "NotCounted",
@@ -95,6 +102,7 @@ __all__ = [
     "OperatorCount",
     "OperatorTime",
     "OptionValue",
+    "OtherKernels",
     "Peak",
     "PeakParts",
     "Profile",
@@ -117,5 +125,6 @@ __all__ = [
     "StructureRegressed",
     "UnequalPairs",
     "UntrustworthyGpu",
+    "Unvouched",
     "Verdict",
 ]

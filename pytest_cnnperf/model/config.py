@@ -109,6 +109,11 @@ class Environment:
     flags: Flags
     #: compiled benchmarks: the compiler stack
     compiler: CompilerStack | None = None
+    #: the instruction set torch's CPU kernels were picked for (``AVX512``, ``AVX2``,
+    #: ``DEFAULT``; ``ATEN_CPU_CAPABILITY`` lowers it); ``None`` in files written before it was kept
+    cpu_capability: str | None = None
+    #: ``family 25 model 17 stepping 1``: the CPU's generation where its name is masked
+    cpu_id: str | None = None
 
     #: fields whose change makes old baselines doubtful (reported, or failed in strict mode)
     SOFTWARE_FIELDS: ClassVar[tuple[str, ...]] = (
@@ -119,6 +124,27 @@ class Environment:
         "driver",
         "device_name",
     )
+    #: the hardware fields that pick the kernels a step runs, as messages name them: a
+    #: baseline that differs in one measured other code than the code under test
+    KERNEL_FIELDS: ClassVar[dict[str, str]] = {
+        "device_name": "device",
+        "cpu_capability": "CPU capability",
+        "cpu_id": "CPU generation",
+    }
+
+    def kernel_changes(self, old: Environment) -> tuple[str, ...]:
+        """The kernel-picking fields (:attr:`KERNEL_FIELDS`) known on both sides that differ
+        from ``old``'s: ``CPU capability AVX2 -> AVX512``. The CPU's fields count on the CPU
+        only: a GPU's kernels do not depend on its host."""
+        names = ["device_name"]
+        if not self.device.startswith("cuda"):
+            names += ["cpu_capability", "cpu_id"]
+        changes = []
+        for name in names:
+            before, after = getattr(old, name), getattr(self, name)
+            if before is not None and after is not None and before != after:
+                changes.append(f"{self.KERNEL_FIELDS[name]} {before} -> {after}")
+        return tuple(changes)
 
     def changes_from(self, old: Environment) -> tuple[str, ...]:
         """Human-readable differences in software and hardware from ``old``."""
@@ -127,6 +153,7 @@ class Environment:
             before, after = getattr(old, name), getattr(self, name)
             if before != after:
                 changes.append(f"{name} {before or 'none'} -> {after or 'none'}")
+        changes += [c for c in self.kernel_changes(old) if not c.startswith("device ")]
         if self.compiler and old.compiler and self.compiler != old.compiler:
             changes.append(f"compiler {old.compiler.describe()} -> {self.compiler.describe()}")
         return tuple(changes)

@@ -7,6 +7,7 @@ data, so the wording can change without changing a format.
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -98,6 +99,9 @@ class Comparison:
     raw_change: float | None = None
     #: throughput: the look of the sequential comparison that decided it
     look: Look | None = None
+    #: throughput against a stored baseline: the standard deviation (log) of what moves a whole
+    #: run, which ``low`` and ``high`` allow for beside the samples' own (``gate.noise``)
+    between: NonNegative | None = None
 
     def evidence(self) -> tuple[str, ...]:
         """The statistics behind a throughput verdict, a sentence a line: the samples, the look,
@@ -112,9 +116,15 @@ class Comparison:
             f"{self.current_samples} samples now against {self.baseline_samples} ({look}{last}): "
             f"{look.test_name} p = {self.p_value:.2g}, {within} this look's {look.alpha:.2g}"
         )
+        allowing = (
+            f", allowing for +-{units.percent(self.between)} between the two runs beside their "
+            "samples,"
+            if self.between
+            else ""
+        )
         if self.verdict is Verdict.REGRESSED and self.low is not None:
             bound = (
-                f"with {_confidence(look.alpha)} confidence the loss is at least "
+                f"with {_confidence(look.alpha)} confidence{allowing} the loss is at least "
                 f"{units.percent(max(self.low, 0.0))}"
             )
         elif self.high is not None and self.high < 1:  # 1: no bound (a loss of everything)
@@ -122,7 +132,7 @@ class Comparison:
                 " (ok needs it below the threshold)" if self.verdict is Verdict.INCONCLUSIVE else ""
             )
             bound = (
-                f"with {_confidence(look.beta)} confidence the loss is at most "
+                f"with {_confidence(look.beta)} confidence{allowing} the loss is at most "
                 f"{units.percent(max(self.high, 0.0))}{needs}"
             )
         else:
@@ -233,12 +243,27 @@ class NoBaseline(Because):
     machine: str = ""
     #: other kinds of machine that have a baseline of the benchmark
     elsewhere: tuple[str, ...] = ()
+    #: for each of ``elsewhere``, what picks other kernels there (``CPU capability AVX2 ->
+    #: AVX512``), ``""`` where nothing known does
+    differences: tuple[str, ...] = ()
+
+    @property
+    def shareable(self) -> tuple[str, ...]:
+        """The kinds of ``elsewhere`` whose hardware is not known to pick other kernels: only
+        their baselines may be shared with this machine's (``--cnnperf-machine``)."""
+        differences = self.differences or ("",) * len(self.elsewhere)
+        return tuple(m for m, d in zip(self.elsewhere, differences, strict=False) if not d)
 
     def __str__(self) -> str:
         text = f"{NO_BASELINE} for {self.machine or 'this kind of machine'}"
-        if self.elsewhere:
-            text += f"; baselines of it exist for {', '.join(self.elsewhere)}"
-        return text
+        if not self.elsewhere:
+            return text
+        differences = self.differences or ("",) * len(self.elsewhere)
+        kinds = [
+            f"{m} ({d}: other kernels, whose figures are not compared with these)" if d else m
+            for m, d in zip(self.elsewhere, differences, strict=False)
+        ]
+        return text + f"; baselines of it exist for {', '.join(kinds)}"
 
 
 @dataclass(frozen=True)
@@ -267,25 +292,102 @@ class MachineDrift(Because):
     kind = "machine-drift"
     #: calibration time now / in the baseline (above 1: the machine runs slower)
     ratio: Positive
-    #: when the verdict depends on how much of the drift reached the benchmark: the verdicts
-    #: as measured, allowing for all of it and for twice it; ``None`` when they agree
+    #: files written before version 0.2: the verdicts as measured, allowing for all of the
+    #: drift and for twice it, where they differed
     verdicts: tuple[Verdict, Verdict, Verdict] | None = None
-    #: the ratio's 90% confidence bounds (``None`` in files written before they were kept)
+    #: the ratio's 90% confidence bounds (``None``: too few samples to bound it)
     low: Positive | None = None
     high: Positive | None = None
+    #: whether throughput was compared after dividing by it: where the kind of machine's noise
+    #: profile says the calibration follows the benchmarks closely enough to help
+    allowed: bool = True
 
     def __str__(self) -> str:
         machine = f"the machine ran {_speed(self.ratio)} than when the baseline was recorded"
         if self.low is not None and self.high is not None and _speed(self.low) != _speed(self.high):
             machine += f" ({_speed(self.low)} to {_speed(self.high)})"
-        if self.verdicts is None:
-            return f"{machine}; throughput compared after allowing for it"
-        measured, allowing, twice = self.verdicts
+        machine += " (calibration workload)"
+        if self.verdicts is not None:
+            measured, allowing, twice = self.verdicts
+            return (
+                f"{machine}, and the verdict depends on how much of that reached this "
+                f"benchmark: {measured} as measured, {allowing} allowing for all of it, {twice} "
+                "for twice it"
+            )
+        if not self.allowed:
+            return (
+                f"{machine}; not allowed for: on this kind of machine the calibration does not "
+                "follow the benchmarks closely enough to make a verdict surer (its noise "
+                "profile), so throughput was compared as measured"
+            )
+        return f"{machine}; throughput compared after allowing for it, and for its error"
+
+
+@dataclass(frozen=True)
+class DriftUncovered(Because):
+    """The machine drifted further since the baseline than between any two runs of its noise
+    profile: how much of that reached the benchmark is unknown, so no verdict is given."""
+
+    kind = "drift-uncovered"
+    #: calibration time now / in the baseline
+    ratio: Positive
+    #: the largest drift (log) between two runs the profile recorded
+    covered: NonNegative
+    #: the profile's ``source``: ``recorded`` or ``default``
+    source: str = "recorded"
+
+    def __str__(self) -> str:
+        seen = "its recorded noise profile saw" if self.source == "recorded" else "is assumed"
         return (
-            f"{machine} (calibration workload), and the verdict depends on how much of that "
-            f"reached this benchmark: {measured} as measured, {allowing} allowing for all of it, "
-            f"{twice} for twice it; re-run it when the machine is as fast as when the baseline "
-            "was recorded"
+            f"the machine ran {_speed(self.ratio)} than when the baseline was recorded "
+            f"(calibration workload), more than the drift this kind of machine {seen} between "
+            f"two runs (up to {math.exp(self.covered) - 1:.0%}): how much of it "
+            "reached this benchmark is unknown, so no verdict; re-run it when the machine is as "
+            "fast as then, or gate against the base revision in the same job "
+            "(--cnnperf-against=REV)"
+        )
+
+
+@dataclass(frozen=True)
+class Unvouched(Because):
+    """The samples alone would call it ok, but what moves a whole run leaves a stored baseline
+    unable to vouch for a loss under the threshold: inconclusive, with each term named."""
+
+    kind = "unvouched"
+    #: the loss's upper bound with every term
+    high: float
+    #: the threshold ok needs the bound under
+    threshold: Positive
+    #: the upper bound the samples alone give
+    samples: float
+    #: the standard deviation (log) of the calibration's estimate of the machine's drift
+    #: (``None``: not allowed for)
+    drift: NonNegative | None
+    #: the standard deviation (log) of a run's level on this kind of machine
+    between: NonNegative
+    #: the noise profile, as it describes itself
+    profile: str
+    #: whether the profile was recorded (else a default was assumed)
+    recorded: bool
+
+    def __str__(self) -> str:
+        terms = [f"the samples (the loss at most {units.percent(max(self.samples, 0.0))} by them)"]
+        if self.drift is not None:
+            terms.append(
+                f"the calibration's estimate of the machine's drift (+-{units.percent(self.drift)})"
+            )
+        terms.append(f"how much runs differ on this kind of machine ({self.profile})")
+        record = (
+            ""
+            if self.recorded
+            else "; `cnnperf noise -- PYTEST_ARGS` records this machine's own noise profile"
+        )
+        return (
+            "a stored baseline cannot vouch for it: the loss is at most "
+            f"{units.percent(max(self.high, 0.0))} (ok needs it under "
+            f"{units.percent(self.threshold)}) allowing for {', '.join(terms[:-1])} and "
+            f"{terms[-1]}; gate it against the base revision in the same job "
+            f"(--cnnperf-against=REV), which has no between-run noise{record}"
         )
 
 
@@ -345,6 +447,8 @@ class Disturbance(str, enum.Enum):
     QUIET_REGRESSED = "quiet-regressed"
     #: the undisturbed samples alone show no regression: no throughput verdict
     NO_VERDICT = "no-verdict"
+    #: the undisturbed samples alone cannot vouch for ok: no throughput verdict
+    NOT_OK = "not-ok"
     #: a third of the samples or more of a recorded baseline were disturbed
     RECORDED = "recorded"
     #: pairs of samples disturbed unequally were left out; the others decided
@@ -368,11 +472,12 @@ class Disturbed(Because):
         quiet = self.total - self.count
         if self.effect is Disturbance.QUIET_REGRESSED:
             return f"{samples}; the other {quiet} alone show the regression"
-        if self.effect is Disturbance.NO_VERDICT:
+        if self.effect in (Disturbance.NO_VERDICT, Disturbance.NOT_OK):
+            shown = "a regression" if self.effect is Disturbance.NO_VERDICT else "that it is ok"
             others = {
-                0: "so none can show a regression",
-                1: "and the other one alone does not show a regression",
-            }.get(quiet, f"and the other {quiet} alone do not show a regression")
+                0: f"so none can show {shown}",
+                1: f"and the other one alone does not show {shown}",
+            }.get(quiet, f"and the other {quiet} alone do not show {shown}")
             return (
                 f"the machine was busy: {samples}, {others}: no throughput verdict; re-run it "
                 "when the machine is quieter"
@@ -708,6 +813,9 @@ class ComputesOtherwise(Because):
     differ: NumbersDiffer
     #: strict mode, which fails the benchmark for it
     strict: bool = False
+    #: what changed beside the code that picks other kernels (``CPU capability AVX2 ->
+    #: AVX512``, ``torch 2.5.0 -> 2.6.0``): the likely cause, rather than the code
+    likely_cause: str | None = None
 
     @property
     def fails_as(self) -> str | None:
@@ -715,11 +823,36 @@ class ComputesOtherwise(Because):
 
     def __str__(self) -> str:
         d = self.differ
+        change = units.change(d.after / d.before - 1) if d.before else "-"
+        numbers = (
+            f"the {d.what} is {d.after:.6g} now, {d.before:.6g} before ({change}, where runs "
+            f"of the same code differ by at most {units.percent(d.tolerance)})"
+        )
+        if self.likely_cause:
+            return (
+                f"numbers: {numbers}; likely cause: {self.likely_cause} (other kernels round "
+                "otherwise), not the code; record a baseline on this kind of machine "
+                "(--cnnperf-save) to compare the code's numbers"
+            )
+        return f"numbers: the step computes something else: {numbers}; {_ACCEPT}"
+
+
+@dataclass(frozen=True)
+class OtherKernels(Because):
+    """The baseline was measured where other hardware picks the kernels (another CPU
+    capability or generation, another GPU): its figures are not the code's to compare with, so
+    no change is shown against it."""
+
+    kind = "other-kernels"
+    #: ``CPU capability AVX2 -> AVX512``, ...
+    changes: tuple[str, ...]
+
+    def __str__(self) -> str:
         return (
-            f"numbers: the step computes something else: the {d.what} is {d.after:.6g} now, "
-            f"{d.before:.6g} before ({units.change(d.after / d.before - 1) if d.before else '-'}"
-            f", where runs of the same code differ by at most {units.percent(d.tolerance)}); "
-            f"{_ACCEPT}"
+            f"the baseline was measured on other hardware ({'; '.join(self.changes)}), which "
+            "picks other kernels: a change of speed or memory cannot be told from the "
+            "hardware's, so none is shown; record a baseline for this kind of machine "
+            "(--cnnperf-save, without --cnnperf-machine naming another kind)"
         )
 
 
@@ -776,6 +909,8 @@ Reason = (
     NoBaseline
     | NotAtRevision
     | MachineDrift
+    | DriftUncovered
+    | Unvouched
     | NoisyCalibration
     | CalibrationChanged
     | SoftwareChanged
@@ -795,6 +930,7 @@ Reason = (
     | StructureChanged
     | NotCounted
     | ComputesOtherwise
+    | OtherKernels
     | NotSaved
     | Remark
 )

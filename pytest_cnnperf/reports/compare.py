@@ -2,9 +2,10 @@
 
 The usual pair is one environment against another (a driver, CUDA, cuDNN or torch upgrade, or
 another GPU): each row shows both throughputs, the speedup, both peak memories and the change,
-and the gate's verdict on the per-sample figures (Mann-Whitney with the practical threshold,
-exactly as a pytest run decides against its baseline, without the machine-speed allowance,
-which only applies within one machine). The two environments are shown side by side.
+and a verdict on what the files hold: every sample's step time and peak, allowing for how much
+runs differ on the kind of machine (its noise profile, as a pytest run against a stored
+baseline does, without the calibration's allowance, which only applies within one machine).
+The two environments are shown side by side.
 """
 
 from __future__ import annotations
@@ -16,14 +17,22 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..gate import structure
+from ..gate import noise, structure
 from ..gate.attribute import attribute
-from ..gate.decide import combine, compare_memory, compare_throughput
-from ..gate.design import one_look
+from ..gate.decide import MEMORY_CONFIRMATIONS, combine, compare_memory, compare_runs
 from ..gate.policy import GateSettings, gate_policy
-from ..model import Attribution, Comparison, Environment, Reason, Result, Verdict, units
-from ..model.decision import TESTS
+from ..model import (
+    Attribution,
+    Comparison,
+    Environment,
+    NoiseProfile,
+    Reason,
+    Result,
+    Verdict,
+    units,
+)
 from ..settings import MEMORY_THRESHOLD, THRESHOLD
+from ..store import noise as noise_file
 from ..store.results_file import FileProblem, Loaded, load
 from . import table, text
 
@@ -129,15 +138,16 @@ def settings_for(results: Sequence[Result], threshold: float | None) -> GateSett
     )
 
 
-def pair(old: Result, new: Result, settings: GateSettings) -> Pair:
+def pair(old: Result, new: Result, settings: GateSettings, profile: NoiseProfile) -> Pair:
+    """The two runs of one benchmark, decided with what their files hold: every sample's step
+    time, allowing for the kind of machine's noise ``profile``, and every sample's peak."""
     before, after = old.measured, new.measured
-    look = one_look(settings.policy.alpha, settings.policy.beta)
-    throughput = compare_throughput(before.step_times, after.step_times, settings, look)
-    memory = (
-        compare_memory(before.memory_peaks, after.memory_peaks, settings)
-        if before.memory_peaks and after.memory_peaks
-        else None
-    )
+    items = (before.items_per_step, after.items_per_step)
+    throughput = compare_runs(before.step_times, after.step_times, settings, profile, items=items)
+    memory = None
+    if before.memory_peaks and after.memory_peaks:
+        confirmations = min(MEMORY_CONFIRMATIONS, len(after.memory_peaks))
+        memory = compare_memory(before.memory_peaks, after.memory_peaks, settings, confirmations)
     verdict = combine(throughput.verdict, *([memory.verdict] if memory else []))
     attribution = None
     old_profile, new_profile = before.profile, after.profile
@@ -156,10 +166,19 @@ def pair(old: Result, new: Result, settings: GateSettings) -> Pair:
 
 
 def compare(
-    old: Sequence[Result], new: Sequence[Result], settings: GateSettings
+    old: Sequence[Result], new: Sequence[Result], settings: GateSettings, profile: NoiseProfile
 ) -> tuple[list[Pair], Matching]:
     matching = match(old, new)
-    return [pair(o, n, settings) for o, n in matching.pairs], matching
+    return [pair(o, n, settings, profile) for o, n in matching.pairs], matching
+
+
+def profile_for(results: Sequence[Result], baselines: Path) -> NoiseProfile:
+    """The noise profile of the kind of machine the new run measured on, from the baselines
+    folder, or the device's default where none was recorded."""
+    environment = next((r.environment for r in results if r.environment), None)
+    if environment is None:
+        return noise.default("cpu")
+    return noise_file.read(baselines, environment.machine) or noise.default(environment.device)
 
 
 _ENVIRONMENT: tuple[tuple[str, Callable[[Environment], str | None]], ...] = (
@@ -235,6 +254,7 @@ def lines(
     pairs: Sequence[Pair],
     matching: Matching,
     settings: GateSettings,
+    profile: NoiseProfile,
 ) -> list[str]:
     """The comparison as the command prints it."""
     out = [*environment_lines(old, new), ""]
@@ -253,8 +273,10 @@ def lines(
         f"{n} benchmark{'' if n == 1 else 's'} in both: {verdicts}; geometric mean speedup "
         f"{geomean:.2f}x",
         f"speedup: NEW throughput / OLD throughput. regressed: slower beyond "
-        f"{units.percent(threshold)} ({TESTS['mann-whitney']} on the per-sample step times) "
-        f"or peak memory grown beyond {units.percent(memory_threshold)}",
+        f"{units.percent(threshold)} with {1 - settings.policy.alpha:.0%} confidence, "
+        f"allowing for each run's samples and for how much runs differ on this kind of machine "
+        f"({profile.describe()}), or peak memory grown beyond {units.percent(memory_threshold)} "
+        "in every sample",
     ]
     if flops:
         out.append(

@@ -240,8 +240,8 @@ def _fixes(test_id: str, decision: Decision) -> list[str]:
         lines.append("  Record one with: " + save_command(test_id))
     elif compiled or not creep:  # what the creep gate's command does not accept
         lines.append("  To accept this as the new baseline, run: " + save_command(test_id))
-    if missing and missing.elsewhere:
-        lines.append("  " + _share_hint(missing.elsewhere))
+    if missing and missing.shareable:
+        lines.append("  " + _share_hint(missing.shareable))
     return lines
 
 
@@ -289,18 +289,31 @@ def missing_baselines(results: Sequence[Result]) -> list[str]:
         f"({', '.join(machines)}); looked in {where or 'no file'}"
     ]
     elsewhere: dict[str, int] = {}
+    kernels: dict[str, str] = {}
     for _, reason in missing:
-        for machine in reason.elsewhere:
+        differences = reason.differences or ("",) * len(reason.elsewhere)
+        for machine, difference in zip(reason.elsewhere, differences, strict=False):
             elsewhere[machine] = elsewhere.get(machine, 0) + 1
+            if difference:
+                kernels[machine] = difference
     if elsewhere:
-        found = ", ".join(f"{m} ({n} of {count})" for m, n in sorted(elsewhere.items()))
+        found = ", ".join(
+            f"{m} ({n} of {count}" + (f"; {kernels[m]}: other kernels)" if m in kernels else ")")
+            for m, n in sorted(elsewhere.items())
+        )
         lines.append(f"  baselines of them exist for other kinds of machine: {found}")
     lines.append(
         "  Record them for this machine: run the same command with --cnnperf-save, and commit "
         "the files it writes."
     )
-    if elsewhere:
-        lines.append("  " + _share_hint(sorted(elsewhere, key=lambda m: -elsewhere[m])))
+    shareable = [m for m in sorted(elsewhere, key=lambda m: -elsewhere[m]) if m not in kernels]
+    if shareable:
+        lines.append("  " + _share_hint(shareable))
+    elif elsewhere:
+        lines.append(
+            "  Another kind's baselines are not shared with this one: the hardware that picks "
+            "the kernels differs, so its figures say nothing about this machine's."
+        )
     else:
         lines.append(
             "  Or, to share baselines between runners of one class whose machine names differ, "

@@ -371,9 +371,9 @@ class BaselineStore:
             self._cache[path] = parse(text, path, machine)
         return SaveOutcome(path=path, written=written, removed=removed)
 
-    def machines_with(self, module: str, test: str, key: str) -> list[str]:
-        """The kinds of machine whose baselines include ``test``'s ``key`` (files that cannot
-        be read are passed over)."""
+    def machines_with(self, module: str, test: str, key: str) -> list[tuple[str, Result]]:
+        """The kinds of machine whose baselines include ``test``'s ``key``, with their entry
+        (files that cannot be read are passed over)."""
         found = []
         folders = sorted(p for p in self.root.iterdir() if p.is_dir()) if self.root.is_dir() else []
         for folder in folders:
@@ -384,8 +384,9 @@ class BaselineStore:
                 document = self.load(path)
             except BaselineFileError:
                 continue
-            if document is not None and key in document.entries.get(test, {}):
-                found.append(document.machine)
+            entry = document.entries.get(test, {}).get(key) if document is not None else None
+            if document is not None and entry is not None:
+                found.append((document.machine, entry))
         return found
 
     def files(self) -> list[Path]:

@@ -7,7 +7,7 @@ import dataclasses
 
 import known
 import numpy as np
-from factories import ENV
+from factories import ENV, QUIET
 
 from pytest_cnnperf.gate import creep
 from pytest_cnnperf.gate.creep import Run
@@ -68,7 +68,9 @@ RECENT = [run(4, 0.046), run(3, 0.044), run(2, 0.040), run(1, 0.042), run(0, 0.0
 
 
 def judged(current: Result, decision: Decision | None = None) -> Decision:
-    judged, _ = creep.judge(decision or Decision(Verdict.OK), current, RECENT, SETTINGS, 0.10, LOOK)
+    judged, _ = creep.judge(
+        decision or Decision(Verdict.OK), current, RECENT, SETTINGS, 0.10, LOOK, QUIET
+    )
     return judged
 
 
