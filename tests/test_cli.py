@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from factories import record_quiet_noise, rewritten
+from scripted import Scripted
 
 from pytest_cnnperf.cli import main
 from pytest_cnnperf.reports.compare import baselines_of
@@ -140,6 +141,48 @@ def test_fail_on_regression_takes_a_threshold(
 
 def test_an_unchanged_run_passes_the_gate(capsys: pytest.CaptureFixture[str]) -> None:
     status, _, _ = run(capsys, "compare", SAVE, SAVE, "--fail-on-regression")
+    assert status == 0
+
+
+COMPARED = """
+from models import Sleepy
+
+
+def test_narrow(cnnperf):
+    cnnperf.train_step(Sleepy(name="narrow"), batch_size=2, image_size=8)
+
+
+def test_wide(cnnperf):
+    cnnperf.train_step(Sleepy(name="wide"), batch_size=2, image_size=8)
+"""
+
+
+def test_compare_decides_with_what_two_unbaselined_runs_hold(
+    scripted_project: pytest.Pytester, scripted: Scripted, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two runs without baselines (three samples, one of them measuring memory, each): three
+    against three cannot reach 1% by ranks, so compare decides with the kind of machine's noise
+    profile (the project's, in its baselines folder): a step 14 times slower with 63% more
+    memory is a regression that fails the command, two runs of unchanged code pass it."""
+    scripted_project.makepyfile(test_bench=COMPARED)
+    runs = []
+    for name in ("old", "same", "new"):
+        if name == "new":
+            scripted.slow_down("test_wide", 14.0)
+            scripted.grow("test_wide", scripted.script.peak_bytes * 63 // 100)
+        path = scripted_project.path / f"{name}.json"
+        scripted_project.runpytest("--cnnperf", f"--cnnperf-json={path}").assert_outcomes(passed=2)
+        runs.append(path)
+    assert [count for _, count in scripted.script.taken] == [3] * 6
+    old, same, new = runs
+    status, out, _ = run(capsys, "compare", old, new, "--fail-on-regression")
+    assert status == 1
+    rows = {line.split()[0]: line.split()[-1] for line in out.splitlines() if "images/s" in line}
+    assert {t: v for t, v in rows.items() if t.startswith("test_")} == {
+        "test_narrow": "ok",
+        "test_wide": "regressed",
+    }
+    status, out, _ = run(capsys, "compare", old, same, "--fail-on-regression")
     assert status == 0
 
 

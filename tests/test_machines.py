@@ -4,10 +4,12 @@ a copy of it compares like the original. Samples are scripted (``tests/scripted.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 
 import pytest
+from scripted import Scripted
 from test_workflow import BENCH, baseline_file
 
 from pytest_cnnperf.cli import main
@@ -76,6 +78,44 @@ def test_strict_mode_fails_it_and_names_the_machines_that_have_one(
             "--cnnperf-machine=gpu-runner-a (or cnnperf_machine = gpu-runner-a in the ini file).",
         ]
     )
+
+
+def on_capability(scripted: Scripted, capability: str) -> None:
+    """Make the scripted samples' machine one where torch dispatches to ``capability``."""
+    from pytest_cnnperf.measuring.environment import cpu_kind
+
+    env = scripted.environment(None)
+    machine = cpu_kind(env.cpu, env.cpu_id, capability, env.threads)
+    scripted._environment = dataclasses.replace(env, cpu_capability=capability, machine=machine)
+
+
+def test_a_baseline_of_another_cpu_capability_is_another_kind_never_judged(
+    scripted_project: pytest.Pytester, scripted: Scripted
+) -> None:
+    """Baselines recorded where torch ran AVX2 kernels, then a 40% slower run on AVX-512 (the
+    same CPU name): another kind of machine, so its benchmarks are new, not regressed; the note
+    names what picks other kernels, and sharing the other kind's baselines is not offered."""
+    scripted_project.makepyfile(test_bench=BENCH)
+    on_capability(scripted, "AVX2")
+    scripted_project.runpytest("--cnnperf", "--cnnperf-save").assert_outcomes(passed=2)
+    on_capability(scripted, "AVX512")
+    scripted.slow_down("test_a", 1.4)
+    result = scripted_project.runpytest("--cnnperf", "-v")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "    Sleepy bs=2 8x8: new: * (no baseline for cpu-*-avx512-*t; baselines of it exist "
+            "for cpu-*-avx2-*t (CPU capability AVX2 -> AVX512: other kernels, whose figures are "
+            "not compared with these))",
+            "  baselines of them exist for other kinds of machine: cpu-*-avx2-*t (2 of 2; CPU "
+            "capability AVX2 -> AVX512: other kernels)",
+            "  Record them for this machine: run the same command with --cnnperf-save, and commit "
+            "the files it writes.",
+            "  Another kind's baselines are not shared with this one: the hardware that picks the "
+            "kernels differs, so its figures say nothing about this machine's.",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*--cnnperf-machine=cpu-*")
 
 
 def test_naming_the_machine_gates_against_its_baselines(saved_elsewhere: pytest.Pytester) -> None:
