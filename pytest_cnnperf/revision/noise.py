@@ -107,15 +107,17 @@ def record(
     keep: Path | None = None,
     progress: Callable[[int, tuple[Result, ...]], None] = lambda i, results: None,
     cwd: Path | None = None,
+    run: Callable[[Sequence[str], Path], tuple[Result, ...]] = one_run,
 ) -> Recorded:
     """Record ``runs`` runs of the benchmarks ``pytest_args`` select (added to those ``keep``
-    holds), fit the profile and write it under ``baselines`` for the machine they ran on."""
+    holds), fit the profile and write it under ``baselines`` for the machine they ran on.
+    ``run`` takes one run (a pytest process of its own)."""
     cwd = cwd or Path.cwd()
     recorded = load_recording(keep) if keep is not None else {}
     machine = None
     environment = None
     for i in range(runs):
-        results = one_run(pytest_args, cwd)
+        results = run(pytest_args, cwd)
         progress(i, results)
         for result in results:
             assert result.environment is not None

@@ -54,7 +54,7 @@ def read(root: Path, machine: str) -> NoiseProfile | None:
     if problem:
         raise NoiseProfileError(where, problem)
     try:
-        document = NOISE.load(data, str(where))
+        document = NOISE.load(data)
     except DataError as exc:
         raise NoiseProfileError(where, f"it is malformed: {exc}") from None
     if document.machine != machine:
