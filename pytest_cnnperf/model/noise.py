@@ -49,7 +49,8 @@ class NoiseProfile:
         if self.source == "default":
             return f"runs differ by {units.percent(spread)}{after}, assumed: none recorded"
         when = f" on {self.recorded[:10]}" if self.recorded else ""
-        return f"runs differ by {units.percent(spread)}{after}, recorded{when} over {self.runs} runs"
+        runs = f"recorded{when} over {self.runs} runs"
+        return f"runs differ by {units.percent(spread)}{after}, {runs}"
 
 
 @dataclass(frozen=True)
