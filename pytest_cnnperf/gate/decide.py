@@ -377,23 +377,16 @@ def judge_throughput(
         runs = noise.RunNoise(spread, math.hypot(spread, math.sqrt(drift_variance(drift))))
     items = (baseline.items_per_step, measurement.items_per_step)
 
-    def compared(step_times: Sequence[float], moved: noise.RunNoise = runs) -> Comparison:
+    def compared(
+        step_times: Sequence[float] = measurement.step_times,
+        moved: noise.RunNoise = runs,
+        machine: float = factor,
+    ) -> Comparison:
         return compare_throughput(
-            baseline.step_times, step_times, settings, look, factor, items=items, runs=moved
+            baseline.step_times, step_times, settings, look, machine, items=items, runs=moved
         )
 
-    def compared_with(machine_factor: float) -> Comparison:
-        return compare_throughput(
-            baseline.step_times,
-            measurement.step_times,
-            settings,
-            look,
-            machine_factor,
-            items=items,
-            runs=runs,
-        )
-
-    comparison = compared(measurement.step_times)
+    comparison = compared()
     verdict = comparison.verdict
     if drift is not None and abs(drift.ratio - 1) >= 0.02:
         reasons.append(dataclasses.replace(drift, allowed=calibrate))
@@ -412,7 +405,7 @@ def judge_throughput(
         # how much of a drift the profile never saw reaches the benchmark is unknown: a
         # verdict stands only where none, all and twice of it agree
         factors = (1.0, drift.ratio, drift.ratio**2)
-        agreed = {compared_with(f).verdict for f in factors} == {verdict}
+        agreed = {compared(machine=f).verdict for f in factors} == {verdict}
         veto = None if agreed else DriftUncovered(drift.ratio, covered, profile.source)
     if veto is None and half is not None and half > settings.throughput_threshold:
         # its own noise as large as the threshold: it cannot tell the code's change from the
@@ -447,7 +440,7 @@ def judge_throughput(
             verdict = Verdict.INCONCLUSIVE
     settles = True
     if verdict is Verdict.INCONCLUSIVE and veto is None:
-        alone = compared(measurement.step_times, noise.NO_RUN_NOISE)  # the samples' own bounds
+        alone = compared(moved=noise.NO_RUN_NOISE)  # the samples' own bounds
         if alone.verdict is Verdict.OK and comparison.verdict is not Verdict.OK:
             calibrated = profile.between_calibrated if calibrate else None
             reasons.append(
