@@ -1,0 +1,185 @@
+"""Counting a step's instructions under callgrind: the client requests, and reading the counts.
+
+A process that runs under ``valgrind --tool=callgrind --instr-atstart=no --collect-atstart=no``
+(``sampling.callgrind`` starts it) pays Valgrind's start and torch's import once, uninstrumented.
+Around the counted steps it switches instrumentation on (which flushes Valgrind's translations,
+so one step runs uncounted first), zeroes the counters, and for each step and phase toggles
+collection on, runs it, toggles it off and dumps the counters under a label: each dump is a part
+of the output file whose ``totals:`` line is the phase's instructions. torch exposes only the
+collection toggle (``torch._C._valgrind_toggle``), so the other requests come from a helper built
+from callgrind.h (torch ships a copy) with the C compiler, once per machine, as pytest-codspeed
+does; collection is per thread, so the counted steps run on one thread.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+#: the helper: each function issues one of callgrind's client requests (no-ops off Valgrind)
+HELPER_SOURCE = """\
+#include "callgrind.h"
+int cnnperf_running(void) { return RUNNING_ON_VALGRIND; }
+void cnnperf_start(void) { CALLGRIND_START_INSTRUMENTATION; }
+void cnnperf_stop(void) { CALLGRIND_STOP_INSTRUMENTATION; }
+void cnnperf_zero(void) { CALLGRIND_ZERO_STATS; }
+void cnnperf_toggle(void) { CALLGRIND_TOGGLE_COLLECT; }
+void cnnperf_dump(const char *label) { CALLGRIND_DUMP_STATS_AT(label); }
+"""
+
+
+class InstructionsProblem(Exception):
+    """Instructions cannot be counted here; the message says why and what to do."""
+
+
+def headers() -> Path:
+    """The folder of the callgrind.h and valgrind.h that torch ships (their licence covers
+    those files alone); Valgrind's own where torch has none."""
+    spec = importlib.util.find_spec("torch")
+    if spec is not None and spec.origin:
+        vendored = Path(spec.origin).parent / "utils/benchmark/utils/valgrind_wrapper"
+        if (vendored / "callgrind.h").is_file():
+            return vendored
+    system = Path("/usr/include/valgrind")
+    if (system / "callgrind.h").is_file():
+        return system
+    raise InstructionsProblem(
+        "callgrind.h was found neither in torch (torch/utils/benchmark/utils/valgrind_wrapper) "
+        "nor in /usr/include/valgrind; install Valgrind's headers (Debian: valgrind)"
+    )
+
+
+def compiler() -> str:
+    """The C compiler the helper is built with: ``$CC``, else cc, gcc or clang."""
+    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if name and shutil.which(name):
+            return name
+    raise InstructionsProblem(
+        "no C compiler found ($CC, cc, gcc or clang) to build the callgrind helper once; "
+        "install one (Debian: gcc), or leave --cnnperf-metric at time"
+    )
+
+
+def cache_folder() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pytest-cnnperf"
+
+
+def helper() -> Path:
+    """The built helper, built now if this machine has none for this source (atomically: two
+    xdist workers may build it at once)."""
+    digest = hashlib.sha256(HELPER_SOURCE.encode()).hexdigest()[:12]
+    target = cache_folder() / f"callgrind-requests-{digest}.so"
+    if target.is_file():
+        return target
+    include, cc = headers(), compiler()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="cnnperf-cg-", dir=target.parent) as folder:
+        source, built = Path(folder) / "requests.c", Path(folder) / "requests.so"
+        source.write_text(HELPER_SOURCE)
+        done = subprocess.run(
+            [cc, "-O1", "-shared", "-fPIC", f"-I{include}", "-o", str(built), str(source)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise InstructionsProblem(
+                f"building the callgrind helper with {cc} failed: {done.stderr.strip()[-400:]}"
+            )
+        os.replace(built, target)
+    return target
+
+
+class Requests:
+    """Callgrind's client requests, through the helper."""
+
+    def __init__(self, library: Path | None = None) -> None:
+        self._lib = ctypes.CDLL(str(library or helper()))
+        self._lib.cnnperf_dump.argtypes = [ctypes.c_char_p]
+
+    def running(self) -> bool:
+        """Whether this process runs under Valgrind."""
+        return bool(self._lib.cnnperf_running())
+
+    def start(self) -> None:
+        self._lib.cnnperf_start()
+
+    def stop(self) -> None:
+        self._lib.cnnperf_stop()
+
+    def zero(self) -> None:
+        self._lib.cnnperf_zero()
+
+    def toggle(self) -> None:
+        self._lib.cnnperf_toggle()
+
+    def dump(self, label: str) -> None:
+        self._lib.cnnperf_dump(label.encode())
+
+
+#: a dump's label: the step (from 0) and the phase
+LABEL = "cnnperf step {step} {phase}"
+_LABEL = re.compile(r"cnnperf step (\d+) (\S+)")
+
+
+def count_steps(
+    requests: Requests,
+    phases: Sequence[tuple[str, Callable[[], None]]],
+    steps: int,
+) -> None:
+    """Count ``steps`` steps of ``phases`` (run warm before this): instrumentation on, one step
+    uncounted (its code translated anew, with instrumentation), then each phase of each step
+    collected alone and dumped under its label; instrumentation off at the end."""
+    requests.start()
+    try:
+        for _, run in phases:
+            run()
+        requests.zero()
+        for step in range(steps):
+            for name, run in phases:
+                requests.toggle()
+                run()
+                requests.toggle()  # collection off before the dump, as callgrind_annotate wants
+                requests.dump(LABEL.format(step=step, phase=name))
+    finally:
+        requests.stop()
+
+
+@dataclass(frozen=True)
+class Dump:
+    """One dump of a callgrind output file: its label's step and phase, and its instructions."""
+
+    step: int
+    phase: str
+    instructions: int
+
+
+def read_dumps(path: Path) -> list[Dump]:
+    """The labelled dumps of a callgrind output file (``--callgrind-out-file``; each dump is
+    written to the file's name with ``.N`` added), in the order they were written."""
+    found = []
+    for part in sorted(path.parent.glob(f"{path.name}.*"), key=_part_number):
+        label, total = None, None
+        for line in part.read_text(errors="replace").splitlines():
+            if line.startswith("desc: Trigger: Client Request: "):
+                label = _LABEL.search(line)
+            elif line.startswith("totals:"):
+                total = int(line.split()[1])
+        if label is not None and total is not None:
+            found.append(Dump(int(label.group(1)), label.group(2), total))
+    return found
+
+
+def _part_number(path: Path) -> int:
+    suffix = path.suffix.lstrip(".")
+    return int(suffix) if suffix.isdigit() else -1
