@@ -1,6 +1,7 @@
 """What a benchmark call asks for, checked: the runner's arguments turned into a description.
 
-``train_step``, ``inference`` and ``measure`` take keyword arguments from the user's test. Here
+``train_step``, ``train_loop``, ``inference`` and ``measure`` take keyword arguments from the
+user's test. Here
 they are checked (a bad one is an :class:`ArgumentProblem` whose message names the value and the
 accepted forms) and turned into a spec of the work, which ``measuring.workload`` builds on a
 device, and into the :class:`~pytest_cnnperf.model.BenchConfig` that identifies the benchmark in
@@ -9,12 +10,15 @@ its baseline. No torch here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import reprlib
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .measuring.compiled import CompileRequest
+from .measuring.loader import LoopSpec, is_dataloader, loader_name, said_batch_size
 from .measuring.workload import OPTIMIZERS, InferenceSpec, TrainSpec
 from .model import BenchConfig, CompileSetting, OptionValue
+from .model.config import LoaderSetting
 from .settings import COMPILE_MODES, parse_amp
 
 #: the ``torch.compile`` arguments ``compile={...}`` takes
@@ -236,6 +240,79 @@ def inference_config(
         label=label,
         compile=spec.compile.setting if spec.compile else None,
         cuda_graphs=spec.cuda_graphs,
+    )
+
+
+def loader_setting(loader: Any) -> LoaderSetting:
+    """What ``train_loop`` reads, as its key names it: a DataLoader's dataset class, workers,
+    pin_memory, persistent workers and prefetch; another iterable's class. Nothing is read."""
+    iterable = isinstance(loader, Iterable) and not isinstance(loader, (str, bytes))
+    if not iterable:
+        raise ArgumentProblem(
+            f"loader={reprlib.repr(loader)} is not iterable; train_loop reads a "
+            "torch.utils.data.DataLoader or any iterable of (images, targets) batches; pass "
+            "the DataLoader itself"
+        )
+    if not is_dataloader(loader):
+        return LoaderSetting(dataset=type(loader).__name__)
+    workers = int(getattr(loader, "num_workers", 0) or 0)
+    prefetch = getattr(loader, "prefetch_factor", None)
+    return LoaderSetting(
+        dataset=type(loader.dataset).__name__,
+        workers=workers,
+        pin_memory=bool(getattr(loader, "pin_memory", False)),
+        persistent_workers=bool(getattr(loader, "persistent_workers", False)),
+        prefetch_factor=prefetch if workers and isinstance(prefetch, int) else None,
+    )
+
+
+def loop_batch_size(loader: object, given: object) -> int:
+    """The images per batch of a loop: what the loader says (a DataLoader's ``batch_size``),
+    else ``batch_size=``, which must agree with what the loader says."""
+    said = said_batch_size(loader)
+    if given is None:
+        if said is None:
+            raise ArgumentProblem(
+                f"train_loop cannot tell how many images a batch of {loader_name(loader)} "
+                "holds without reading it (only a DataLoader or a list of batches says); pass "
+                "batch_size=N, the images each batch it yields holds"
+            )
+        return said
+    size = batch_size(given)
+    if said is not None and said != size:
+        raise ArgumentProblem(
+            f"batch_size={given!r}, but {loader_name(loader)} yields batches of {said} images; "
+            "leave batch_size out: train_loop reads it from the loader"
+        )
+    return size
+
+
+def steps(value: object) -> int | None:
+    """``steps=``: timed steps per sample, or ``None`` for as many as the timing policy asks."""
+    if value is None or _positive_int(value):
+        return value  # type: ignore[return-value]
+    raise ArgumentProblem(
+        f"steps={value!r} is not a number of steps; use a positive int (the timed steps of "
+        "each sample), or leave it out for as many as the run's timing asks for"
+    )
+
+
+def loop_config(
+    spec: LoopSpec, loader: LoaderSetting, model: str, cudnn_mode: str | None, label: str | None
+) -> BenchConfig:
+    """The identity of a ``train_loop`` benchmark: its loader's configuration among it."""
+    return BenchConfig(
+        kind="train_loop",
+        model=model,
+        batch_size=spec.batch_size,
+        image_size=None,
+        amp=spec.amp,
+        channels_last=spec.channels_last,
+        optimizer=optimizer_name(spec.optimizer),
+        loss=loss_name(spec.loss),
+        cudnn_mode=cudnn_mode,
+        label=label,
+        loader=loader,
     )
 
 

@@ -1,6 +1,7 @@
 """The ``cnnperf`` fixture's object: describe a benchmark, measure it, gate it, record it.
 
-``train_step``, ``inference`` and ``measure`` turn their arguments into a benchmark description
+``train_step``, ``train_loop``, ``inference`` and ``measure`` turn their arguments into a
+benchmark description
 (``benchmark``); ``_run`` takes the samples the gate asks for (``sampling``: in fresh processes
 by default), look after look, until the gate's decision is final (``gate.sequential``), and
 fails the calling test with the evidence (``reports.explain``) when it regressed. How much to
@@ -25,6 +26,7 @@ from .gate import sequential
 from .gate.decide import kernels_differ
 from .gate.policy import Plan
 from .gate.sequential import Gating, Next, Pairing, Reference, Saving
+from .measuring.loader import LoopSpec
 from .measuring.workload import InferenceSpec, TrainSpec, Workload
 from .model import (
     BenchConfig,
@@ -173,6 +175,54 @@ class CnnPerf:
             return build_train(model, dataclasses.replace(spec, world_size=ranks), device)
 
         return self._run(config, build, spec.world_size)
+
+    def train_loop(
+        self,
+        model: Any,
+        loader: Any,
+        *,
+        steps: int | None = None,
+        batch_size: int | None = None,
+        amp: str | None = None,
+        channels_last: bool = False,
+        optimizer: str | Callable[..., Any] = "sgd",
+        loss: Callable[..., Any] | None = None,
+        name: str | None = None,
+    ) -> Result:
+        """Train ``model`` on the batches of ``loader`` (a ``torch.utils.data.DataLoader`` or
+        any iterable of ``(images, targets)``) and time the whole loop: waiting for each batch,
+        copying it to the device, and the train step. Gates the end-to-end throughput like
+        ``train_step``'s, and reports the share of the time spent waiting for input, the time
+        to the first batch, and the model's own speed on a batch already on the device.
+
+        ``steps``: timed steps per sample (default: as many as the run's timing asks for).
+        ``batch_size``: the images per batch, for an iterable that does not say (a DataLoader
+        does). ``name``: names the benchmark instead of its model and loader, so that a change
+        of the loader (its workers, pin_memory, dataset) is gated against the same baseline.
+        ``amp``, ``channels_last``, ``optimizer`` and ``loss`` as in ``train_step``.
+        """
+        __tracebackhide__ = True
+        setting = _checked(lambda: benchmark.loader_setting(loader))
+        spec = _checked(
+            lambda: LoopSpec(
+                batch_size=benchmark.loop_batch_size(loader, batch_size),
+                amp=benchmark.amp(amp),
+                channels_last=benchmark.flag("channels_last", channels_last),
+                optimizer=benchmark.optimizer(optimizer),
+                loss=loss,
+                steps=benchmark.steps(steps),
+            )
+        )
+        config = benchmark.loop_config(
+            spec, setting, self._model_name(model), self._cudnn_mode, name
+        )
+
+        def build(device: Any, ranks: int) -> Workload:
+            from .measuring.loader import build_loop
+
+            return build_loop(model, loader, spec, device)
+
+        return self._run(config, build)
 
     def inference(
         self,

@@ -1,7 +1,8 @@
 """One sample: time the calibration workload (on the CPU before the benchmark's first step, on
 CUDA after its timed steps), warm up, time a block of steps, measure peak memory in a pass of its
 own, and read the GPU's health and the CPU's contention around it all
-and the device's energy over the timed steps; in a benchmark's first sample, count the step's
+and the device's energy over the timed steps (``train_loop``: the loader's figures, and the same
+step timed on a batch already on the device); in a benchmark's first sample, count the step's
 FLOPs and find the device's peak, count its operators and compute its first steps' numbers;
 then describe the environment the figures belong to."""
 
@@ -25,6 +26,7 @@ from . import (
     nvml,
     profile,
 )
+from .loader import counting_workers
 from .peak import find as find_peak
 from .peak_table import PeakSetting
 from .timing import Clock, CpuClock, CudaClock, TimingPolicy, time_steps
@@ -78,17 +80,30 @@ def take_sample(
     first_steps = _quietly(workload.first_steps) if count_pass else None
     # on a GPU the CPU only launches work, and xdist workers beside it launch theirs: not counted
     cpu_before = None if cuda else cpuload.snapshot()
+    loop = workload.loop
+    if loop is not None:  # the loader's workers are the benchmark's own processes
+        cpu_before = counting_workers(cpu_before)
     # on the CPU before the first step, where the benchmark's heap, caches and threads cannot
     # reach it; on CUDA after the timed steps, at the clocks they ran at
     calibrated = calibration.calibrate(device, clock) if plan.calibrate and not cuda else None
     if workload.compiled:
         workload.compiled.start()
-    probe = energy.probe_for(device, monitor)
-    timed = time_steps(workload.phases, clock, policy, per_step_wall=not cuda, probe=probe)
+    # not over a loop's block: it comes in parts, with untimed steps between them
+    probe = energy.probe_for(device, monitor) if loop is None else None
+    # a loop's figure is its block's wall time per step on the CPU too: its waits come in
+    # bursts, which a median of its steps would leave out
+    per_step_wall = not cuda and loop is None
+    timed = time_steps(
+        workload.phases, clock, policy, per_step_wall=per_step_wall, probe=probe, window=loop
+    )
     compilation = workload.compiled.figures(timed) if workload.compiled else None
     cpu_contention = None
     if cpu_before is not None:
-        cpu_contention = cpuload.contention(cpu_before, cpuload.snapshot(), _threads())
+        cpu_after = cpuload.snapshot()
+        if loop is not None:
+            cpu_after = counting_workers(cpu_after)
+        cpu_contention = cpuload.contention(cpu_before, cpu_after, _threads())
+    loading = loop.figures(timed, clock, policy) if loop is not None else None
     if plan.calibrate and cuda:
         calibrated = calibration.calibrate(device, clock)
     calibration_s, calibration_unit = calibrated or (None, None)
@@ -138,6 +153,7 @@ def take_sample(
         numbers=computed,
         peak=device_peak,
         energy=used,
+        loading=loading,
     )
     driver = nvml.driver_version(monitor) if cuda else None
     env = environment.capture(device, plan.machine, driver)

@@ -7,7 +7,8 @@ are events recorded on the measured device's current stream (not the current dev
 synchronisation at the end of it, and the block's total comes from a wall clock synchronised
 before and after it, so nothing inside the timed region waits for the GPU that a real training
 loop would not wait for. Tests drive the same loop with a fake clock, and the CUDA clock with a
-fake torch.
+fake torch. A ``Window`` (``train_loop``'s loader) splits the timed block into parts that each
+lie inside one pass over the loader: the pass's restart happens between them, untimed.
 """
 
 from __future__ import annotations
@@ -125,6 +126,22 @@ class BlockProbe(Protocol):
     def stop(self) -> None: ...
 
 
+class Window(Protocol):
+    """Where the timed steps of a loader's loop may run: inside one pass over it, so that an
+    epoch's end and the restart after it are never timed (``measuring.loader``)."""
+
+    def steps(self, wanted: int) -> int:
+        """The steps to time, given the ``wanted`` of the timing policy."""
+
+    def part(self, left: int) -> int:
+        """Outside the timed steps: make room for the next part (restarting the loader and
+        warming it again when its pass has no room left); how many of ``left`` steps it holds."""
+
+    def crossed(self) -> bool:
+        """Whether the part just timed ran into the end of a pass after all (a loader whose
+        length was unknown): its steps are timed again."""
+
+
 def run_step(phases: Sequence[Phase], clock: Clock) -> list[Any]:
     """Run one step, marking before the first phase and after each one."""
     marks = [clock.mark()]
@@ -171,20 +188,39 @@ def steps_for(step_estimate_s: float, policy: TimingPolicy) -> int:
 
 
 def time_block(
-    phases: Sequence[Phase], clock: Clock, steps: int, probe: BlockProbe | None = None
+    phases: Sequence[Phase],
+    clock: Clock,
+    steps: int,
+    probe: BlockProbe | None = None,
+    window: Window | None = None,
 ) -> tuple[float, list[list[Any]]]:
     """Time ``steps`` steps back to back; returns the synchronised wall time and each step's
-    marks. Nothing inside the block waits for the device."""
+    marks. Nothing inside the block waits for the device. ``window``: in parts, each inside
+    one pass over a loader, their times summed."""
     clock.sync()
     if probe:
         probe.start()
-    start = clock.now()
-    marks = [run_step(phases, clock) for _ in range(steps)]
-    clock.sync()
-    wall = clock.now() - start
+    if window is None:
+        wall, marks = _timed(phases, clock, steps)
+    else:
+        wall, marks = 0.0, []
+        while len(marks) < steps:
+            part = window.part(steps - len(marks))
+            clock.sync()
+            part_wall, part_marks = _timed(phases, clock, part)
+            if not window.crossed():
+                wall, marks = wall + part_wall, marks + part_marks
     if probe:
         probe.stop()
     return wall, marks
+
+
+def _timed(phases: Sequence[Phase], clock: Clock, steps: int) -> tuple[float, list[list[Any]]]:
+    """``steps`` steps after a synchronisation: their synchronised wall time and marks."""
+    start = clock.now()
+    marks = [run_step(phases, clock) for _ in range(steps)]
+    clock.sync()
+    return clock.now() - start, marks
 
 
 @dataclass(frozen=True)
@@ -208,18 +244,22 @@ def time_steps(
     *,
     per_step_wall: bool,
     probe: BlockProbe | None = None,
+    window: Window | None = None,
 ) -> TimedSteps:
     """Warm up, then time one block and summarise it.
 
     ``per_step_wall``: the sample's figure is the median of per-step times (CPU, where marks
     are wall-clock readings); otherwise it is the block's synchronised wall time per step (CUDA).
-    ``probe``: read over the timed block alone (see :class:`BlockProbe`).
+    ``probe``: read over the timed block alone (see :class:`BlockProbe`). ``window``: the
+    block lies inside passes over a loader (see :class:`Window`).
     """
     cold, warmup_steps, steady = warm_up(phases, clock, policy)
     estimate = _synced_step_time(phases, clock)
     steps = steps_for(estimate, policy)
+    if window is not None:
+        steps = window.steps(steps)
     clock.reserve(steps * (len(phases) + 1))
-    wall, marks = time_block(phases, clock, steps, probe)
+    wall, marks = time_block(phases, clock, steps, probe, window)
     names = [name for name, _ in phases]
     per_phase: dict[str, list[float]] = {name: [] for name in names}
     totals = []

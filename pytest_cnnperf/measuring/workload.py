@@ -2,6 +2,8 @@
 
 ``build_train`` / ``build_inference`` turn a model and its spec (``pytest_cnnperf.benchmark``)
 into the phases the timing loop runs, on the run's device, with AMP and channels_last as asked.
+A train step reads its :class:`Batch`, which ``train_loop`` refills from the user's loader
+before each step (``measuring.loader``).
 """
 
 from __future__ import annotations
@@ -11,13 +13,14 @@ import functools
 import reprlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from ..model.sample import Loading
 from ..model.structure import StepNumbers
 from . import flops, numbers
 from .compiled import Compiled, CompileRequest
 from .flops import Counts
-from .timing import Phase
+from .timing import Clock, Phase, TimedSteps, TimingPolicy, Window
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 
@@ -50,6 +53,24 @@ class InferenceSpec:
 
 
 @dataclass
+class Batch:
+    """The images and targets a train step reads, on the device: the synthetic batch, or
+    (``train_loop``) the loader's latest, put here by the step's ``copy`` phase."""
+
+    images: Any = None
+    targets: Any = None
+
+
+class Loop(Window, Protocol):
+    """``train_loop``'s side of a sample (``measuring.loader``): where its timed blocks may run
+    (:class:`~.timing.Window`), and what it measured of the loader beside the timed steps."""
+
+    def figures(self, timed: TimedSteps, clock: Clock, policy: TimingPolicy) -> Loading:
+        """The loader's figures of the sample whose loop steps ``timed`` holds; times the same
+        step on a batch already on the device first."""
+
+
+@dataclass
 class Workload:
     """Phases to time plus what the memory pass needs to know."""
 
@@ -78,6 +99,8 @@ class Workload:
     #: keep the initial state now; the call it returns computes the first steps' numbers from
     #: it (``measuring.numbers``); ``None``: a step whose numbers are not read
     first_steps: Callable[[], Callable[[], StepNumbers]] | None = None
+    #: ``train_loop``: the loader's side of the sample; ``None``: synthetic data
+    loop: Loop | None = None
 
 
 def make_optimizer(
@@ -187,21 +210,23 @@ def _place(model: Any, device: Any, channels_last: bool) -> Any:
     return model.to(device)
 
 
-def build_train(model: Any, spec: TrainSpec, device: Any) -> Workload:
-    """Move ``model`` to ``device`` and return the forward+loss / backward / optimizer phases."""
+def build_train(model: Any, spec: TrainSpec, device: Any, batch: Batch | None = None) -> Workload:
+    """Move ``model`` to ``device`` and return the forward+loss / backward / optimizer phases,
+    on a synthetic batch, or on ``batch`` as its reader fills it."""
     import torch
 
     model = _place(model, device, spec.channels_last)
     model.train()
-    images = synthetic_batch(spec.batch_size, spec.image_size, device, spec.channels_last)
-    num_classes = spec.num_classes
-    if num_classes is None:
-        with torch.no_grad():
-            model.eval()
-            num_classes = int(class_scores(model(images[:1]), model).shape[-1])
-            model.train()
-    targets = torch.randint(0, num_classes, (spec.batch_size,), generator=synthetic_data())
-    targets = targets.to(device)
+    if batch is None:
+        images = synthetic_batch(spec.batch_size, spec.image_size, device, spec.channels_last)
+        num_classes = spec.num_classes
+        if num_classes is None:
+            with torch.no_grad():
+                model.eval()
+                num_classes = int(class_scores(model(images[:1]), model).shape[-1])
+                model.train()
+        targets = torch.randint(0, num_classes, (spec.batch_size,), generator=synthetic_data())
+        batch = Batch(images, targets.to(device))
     module = model
     if spec.world_size > 1:
         from torch.nn.parallel import DistributedDataParallel
@@ -231,7 +256,7 @@ def build_train(model: Any, spec: TrainSpec, device: Any) -> Workload:
     def forward() -> None:
         optimizer.zero_grad(set_to_none=True)
         with autocast():
-            state["loss"] = compute_loss(images, targets)
+            state["loss"] = compute_loss(batch.images, batch.targets)
 
     def backward() -> None:
         loss = state.pop("loss")
@@ -245,7 +270,7 @@ def build_train(model: Any, spec: TrainSpec, device: Any) -> Workload:
             step_optimizer()
 
     def static_bytes() -> int:
-        tensors = [*module.parameters(), *module.buffers(), images, targets]
+        tensors = [*module.parameters(), *module.buffers(), batch.images, batch.targets]
         for value in optimizer.state.values():
             tensors += [v for v in value.values() if isinstance(v, torch.Tensor)]
         return _storage_bytes(iter(tensors))
@@ -282,14 +307,14 @@ def build_train(model: Any, spec: TrainSpec, device: Any) -> Workload:
             # no autocast cache of cast weights: CUDA graphs do not support it
             # (torch.cuda.make_graphed_callables refuses it for the same reason)
             with autocast(cache=False):
-                loss = loss_of(images, targets)
+                loss = loss_of(batch.images, batch.targets)
             loss.backward()
             optimizer.step()
 
         phases = [("step", capture(whole_step, settle, device))]
 
     def count_on_meta() -> Counts:
-        return flops.count_train_on_meta(module, images, targets, loss_fn)
+        return flops.count_train_on_meta(module, batch.images, batch.targets, loss_fn)
 
     def first_steps() -> Callable[[], StepNumbers]:
         within = numbers.tolerance(device.type, spec.amp or "fp32")

@@ -6,7 +6,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from .values import PositiveInt
+from .values import Count, PositiveInt
 
 #: a value of an inductor option as ``torch.compile(options=...)`` takes it
 OptionValue = bool | int | float | str
@@ -38,6 +38,37 @@ class CompileSetting:
             parts.append(f"dynamic={'auto' if self.dynamic is None else 'true'}")
         parts += [f"{name}={value}" for name, value in self.options]
         return "compile=" + ",".join(parts) if parts else "compile"
+
+
+@dataclass(frozen=True)
+class LoaderSetting:
+    """What a ``train_loop`` benchmark reads: the loader's configuration, as its key names it
+    (unless the benchmark has a ``name``)."""
+
+    #: the dataset's class (a DataLoader's ``dataset``), or the iterable's own class
+    dataset: str
+    #: a DataLoader's worker processes (0: batches are made between steps); ``None``: an
+    #: iterable that is not a DataLoader
+    workers: Count | None = None
+    #: batches put in pinned memory by the DataLoader, which a CUDA copy needs to overlap
+    pin_memory: bool = False
+    #: workers kept from one pass over the dataset to the next, not started again for each
+    persistent_workers: bool = False
+    #: batches each worker prepares ahead; ``None`` without workers
+    prefetch_factor: PositiveInt | None = None
+
+    def label(self) -> str:
+        """``FakeData workers=4 pin_memory``: the dataset and what differs from a plain loader."""
+        parts = [self.dataset]
+        if self.workers is not None:
+            parts.append(f"workers={self.workers}")
+        if self.pin_memory:
+            parts.append("pin_memory")
+        if self.persistent_workers:
+            parts.append("persistent")
+        if self.prefetch_factor not in (None, 2):  # 2 is the DataLoader's default
+            parts.append(f"prefetch={self.prefetch_factor}")
+        return " ".join(parts)
 
 
 #: the CPU's calibration workload (unchanged since before units had ids)
@@ -195,11 +226,17 @@ class BenchConfig:
     compile: CompileSetting | None = None
     #: the whole step captured and replayed as a CUDA graph
     cuda_graphs: bool = False
+    #: ``train_loop``: the loader the steps read their batches from
+    loader: LoaderSetting | None = None
 
     @functools.cached_property
     def key(self) -> str:
-        """A stable, readable key: ``train_step resnet18 bs=32 224x224 amp=bf16 channels_last``."""
+        """A stable, readable key: ``train_step resnet18 bs=32 224x224 amp=bf16 channels_last``;
+        a loop's names its loader unless a ``name`` names the benchmark (so that a change of
+        the loader is gated against the same baseline)."""
         parts = [self.kind, self.label or self.model, f"bs={self.batch_size}"]
+        if self.loader and not self.label:
+            parts.append(self.loader.label())
         if self.image_size:
             parts.append(f"{self.image_size[0]}x{self.image_size[1]}")
         if self.amp:

@@ -260,6 +260,35 @@ class Compilation:
 
 
 @dataclass(frozen=True)
+class Loading:
+    """What a ``train_loop`` sample measured of its loader beside the timed steps (each timed
+    step's ``wait`` and ``copy`` are phases of the sample, beside forward, backward and the
+    optimizer)."""
+
+    #: seconds from ``iter(loader)`` to its first batch: worker start-up and the first fetch
+    #: (reported, not gated)
+    first_batch_s: NonNegative
+    #: the timed steps' mean time waiting for the next batch: the host's on the CPU; on CUDA
+    #: the device's idle time before the batch's copy, from events
+    wait_s: NonNegative
+    #: the timed steps' mean time moving the batch to the device
+    copy_s: NonNegative
+    #: the same train step on a batch already on the device, timed in the same sample after the
+    #: loop as ``train_step`` times it: what the model alone runs at
+    synthetic_step_s: Seconds
+    #: passes over the loader restarted during the sample, outside the timed steps
+    restarts: Count = 0
+    #: batches in one pass over the loader; ``None``: not known (an iterable without a length
+    #: that did not end during the sample)
+    batches: Count | None = None
+    #: whether ``train_loop`` seeded the loader's order (a DataLoader's sampler and workers), so
+    #: that every sample reads the same items; ``False``: an iterable whose order is its own
+    seeded: bool = False
+    #: the CPUs the sample's process could run on, which more workers could use
+    cpus: PositiveInt | None = None
+
+
+@dataclass(frozen=True)
 class Sample:
     """One independent measurement: a fresh process (or one in-process round) of timed steps,
     with what was measured around them.
@@ -308,6 +337,9 @@ class Sample:
     structure_error: str | None = None
     #: what a train step's first steps compute from the initial weights (in its first sample)
     numbers: StepNumbers | None = None
+    #: ``train_loop``: what the sample measured of the loader (the step time is end to end:
+    #: waiting for the batch, copying it, and the train step)
+    loading: Loading | None = None
 
     def without_steps(self) -> Sample:
         """The sample as a baseline keeps it: each phase's median instead of its steps."""

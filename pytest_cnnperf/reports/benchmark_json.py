@@ -19,6 +19,7 @@ from typing import Any
 
 from ..model import Result
 from . import table
+from .loader import InputFigures
 
 INSTALL = "pip install 'pytest-cnnperf[benchmark]'"
 
@@ -76,6 +77,13 @@ def benchmark(result: Result, several: bool) -> dict[str, Any] | None:
         extra["mfu"] = m.utilisation
     if m.joules_per_item is not None:
         extra[f"joules_per_{m.unit.removesuffix('s')}"] = m.joules_per_item
+    loop = InputFigures.of(m)
+    if loop is not None:  # train_loop: the loader's figures
+        extra["input_wait_share"] = loop.wait_share
+        extra["input_copy_share"] = loop.copy_share
+        extra["first_batch_s"] = loop.first_batch_s
+        extra[f"synthetic_{m.unit}_per_second"] = m.items_per_step / loop.synthetic_step_s
+        extra["input_bound"] = loop.bound
     if result.environment is not None:
         extra["environment"] = result.environment.describe()
     return {

@@ -1,4 +1,5 @@
-"""Epoch-time projection: how long one pass over a dataset takes at the measured throughput."""
+"""Epoch-time projection: how long one pass over a dataset takes at the measured throughput: a
+``train_loop``'s end to end, with its workers' start-up where each pass starts them again."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 
 from ..model import Result, units
 from . import table, text
+from .loader import InputFigures
 
 #: images in ImageNet-1k's (ILSVRC-2012) training set
 IMAGENET_1K = 1_281_167
@@ -36,17 +38,39 @@ def duration(seconds: float) -> str:
 def project(results: Sequence[Result], images: int) -> tuple[list[Projection], list[Result]]:
     """Epoch times of the benchmarks measured in images; the others are returned apart."""
     projections = [
-        Projection(r, images / r.measured.items_per_second) for r in results if r.unit == "images"
+        Projection(r, images / r.measured.items_per_second + startup(r))
+        for r in results
+        if r.unit == "images"
     ]
     others = [r for r in results if r.unit != "images"]
     return projections, others
+
+
+def startup(result: Result) -> float:
+    """What a pass adds to a loop's steps: its workers' start-up, where each pass starts
+    them again (workers that are not persistent); 0 for other benchmarks."""
+    figures = InputFigures.of(result.measurement)
+    loader = result.config.loader
+    if figures is None or loader is None or not loader.workers or loader.persistent_workers:
+        return 0.0
+    return figures.first_batch_s
+
+
+def _loading(results: Sequence[Result]) -> str:
+    """What the header says of data loading."""
+    loops = sum(InputFigures.of(r.measurement) is not None for r in results)
+    if not loops:
+        return "data loading not included"
+    if loops == len(results):
+        return "data loading included: the loops' end-to-end throughput"
+    return "data loading included for train_loop benchmarks only"
 
 
 def lines(results: Sequence[Result], images: int, dataset: str | None) -> list[str]:
     projections, others = project(results, images)
     what = f"{images:,} images" + (f" ({dataset})" if dataset else "")
     out = [
-        f"Time per epoch of {what} at the measured throughput (data loading not included)",
+        f"Time per epoch of {what} at the measured throughput ({_loading(results)})",
         "",
     ]
     # energy per epoch where a benchmark's energy was measured over a long enough window

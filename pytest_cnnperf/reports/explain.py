@@ -21,6 +21,7 @@ from ..model import (
     units,
 )
 from ..model.decision import failure_of
+from .loader import InputFigures
 
 
 def display_path(path: os.PathLike[str] | str) -> str:
@@ -128,7 +129,7 @@ def failure(result: Result) -> str:
     return "\n".join(
         [
             _what_failed(result.key, decision),
-            *_evidence(decision, result.unit),
+            *_evidence(decision, result.unit, _input_line(result)),
             *_fixes(result.test_id, decision),
         ]
     )
@@ -187,13 +188,32 @@ def _what_failed(key: str, decision: Decision) -> str:
     return f"{head}: the environment differs from the baseline's (strict mode)"
 
 
-def _evidence(decision: Decision, unit: str) -> list[str]:
-    """The figures and notes under a failure's first line."""
+def _input_line(result: Result) -> str | None:
+    """A loop's input figures, as a failure message's line: ``input  input-bound: the step
+    waited 71% of the time for data; the model alone runs 3.4x faster`` (and the reference's
+    wait where it was measured in the same run)."""
+    figures = InputFigures.of(result.measurement)
+    if figures is None:
+        return None
+    line = f"input       {figures.verdict()}"
+    decision = result.decision
+    then = InputFigures.of(decision.reference) if decision else None
+    if decision is not None and then is not None:
+        line += f" ({then.wait_share:.0%} {reference(decision)})"
+    return line
+
+
+def _evidence(decision: Decision, unit: str, input_line: str | None = None) -> list[str]:
+    """The figures and notes under a failure's first line (``input_line``: a loop's input
+    figures, under its throughput)."""
     lines: list[str] = []
     where = reference(decision)
-    for comparison in (decision.throughput, decision.memory):
-        if comparison:
-            lines += ["  " + line for line in comparison_lines(comparison, unit, where)]
+    if decision.throughput:
+        lines += ["  " + line for line in comparison_lines(decision.throughput, unit, where)]
+    if input_line:
+        lines.append("  " + input_line)
+    if decision.memory:
+        lines += ["  " + line for line in comparison_lines(decision.memory, unit, where)]
     if decision.compile:
         lines += ["  " + line for line in compile_lines(decision.compile)]
     if decision.attribution:
@@ -333,6 +353,9 @@ def headline(result: Result) -> str:
     )
     if m.peak_allocated_bytes is not None:
         text += f", peak {units.nbytes(m.peak_allocated_bytes)}"
+    figures = InputFigures.of(m)
+    if figures is not None:
+        text += f", waited {figures.wait_share:.0%} for input"
     if d and d.throughput:
         text += f" ({units.change(-d.throughput.change)} vs baseline)"
     missing = d.no_baseline if d else None

@@ -16,6 +16,7 @@ from pathlib import Path
 from ..model import Comparison, Result, Verdict, units
 from ..model.decision import ComputesOtherwise, failure_of
 from . import explain, table
+from .loader import InputFigures
 
 SUMMARY_VARIABLE = "GITHUB_STEP_SUMMARY"
 
@@ -133,6 +134,9 @@ def _attention(results: Sequence[Result]) -> list[str]:
                 for c in (d.throughput, d.memory)
                 if c and c.verdict is Verdict.REGRESSED
             ]
+            figures = InputFigures.of(result.measurement)
+            if figures is not None and what:
+                what.append(figures.verdict())
             if d.creep:
                 compiled.append(str(d.creep))
             said = "; ".join(what + compiled) or "; ".join(explain.notes(d)) or "regressed"

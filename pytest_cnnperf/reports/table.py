@@ -19,7 +19,7 @@ from ..model import (
     units,
 )
 from ..model.decision import graph_break_text
-from . import efficiency, explain
+from . import efficiency, explain, loader
 
 #: the order verdicts are counted in, worst first
 VERDICT_ORDER = (
@@ -43,6 +43,8 @@ class Row:
     throughput: str = "-"
     baseline_throughput: str = "-"
     throughput_change: str = "-"
+    #: ``train_loop``: the share of a step spent waiting for the next batch
+    input_wait: str = "-"
     memory: str = "-"
     baseline_memory: str = "-"
     memory_change: str = "-"
@@ -77,6 +79,7 @@ COLUMNS = (
     Column("throughput", "throughput", figure=True),
     Column("baseline_throughput", "baseline", figure=True),
     Column("throughput_change", "change", figure=True),
+    Column("input_wait", "input wait", figure=True),
     Column("memory", "peak mem", figure=True),
     Column("baseline_memory", "baseline", figure=True),
     Column("memory_change", "change", figure=True),
@@ -98,6 +101,7 @@ OPTIONAL = frozenset(
     {
         "baseline_throughput",
         "throughput_change",
+        "input_wait",
         "memory",
         "baseline_memory",
         "memory_change",
@@ -168,6 +172,7 @@ def row(result: Result) -> Row:
         throughput=throughput,
         baseline_throughput=units.rate(baseline_rate(result), m.unit),
         throughput_change=gain(d.throughput) if d and d.throughput else "-",
+        input_wait=loader.wait_cell(m),
         memory=units.nbytes(m.peak_allocated_bytes),
         baseline_memory=units.nbytes(d.memory.baseline) if d and d.memory else "-",
         memory_change=units.change(d.memory.change) if d and d.memory else "-",
@@ -206,6 +211,10 @@ def _notes(result: Result, m: Measurement, d: Decision | None) -> list[str]:
             f"{m.scaling_efficiency:.0%} against one rank alone"
         )
     notes.extend(efficiency.notes(m))
+    device = result.environment.device if result.environment else None
+    input_note = loader.note(m, result.config.loader, device)
+    if input_note:
+        notes.append(input_note)
     return notes
 
 

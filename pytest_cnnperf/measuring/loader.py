@@ -1,0 +1,449 @@
+"""``train_loop``'s work: the user's loader feeding the train step, batch by batch.
+
+A step of a loop is five phases: ``wait`` (the loader's next batch), ``copy`` (the batch to the
+device, ``non_blocking`` on CUDA, so that a pinned batch's copy does not hold up the host), then
+the train step's forward, backward and optimizer, the same as ``train_step``'s
+(``measuring.workload``). The loader starts at the first, cold step, which also gives the time
+to its first batch (worker start-up). The warm-up runs until steps are steady: by then the
+workers run and their queue is in its steady state. The timed block lies inside passes over the
+loader (:class:`Loop` is the timing's ``Window``): a pass's last batch, which may be short, is
+never timed, and a pass's end, its restart and the steps that fill the workers' queue again
+come between the timed parts. Each pass starts seeded, so that every sample reads the same
+items. After the loop, the same step on the first batch, already on the device, gives what the
+model alone runs at.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import reprlib
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..model.sample import Loading
+from . import numbers
+from .cpuload import CpuSnapshot
+from .flops import Counts
+from .timing import Clock, Phase, TimedSteps, TimingPolicy, time_steps
+from .workload import Batch, TrainSpec, Workload, build_train
+
+#: what train_loop reads, as messages say it
+PAIRS = (
+    "train_loop reads (images, targets) pairs: a Dataset whose __getitem__ returns "
+    "(image, label), batched by the DataLoader's default collate, or any iterable that yields "
+    "(images, targets)"
+)
+
+
+@dataclass(frozen=True)
+class LoopSpec:
+    """A ``train_loop`` benchmark's step (the size of its images is the loader's)."""
+
+    batch_size: int
+    amp: str | None = None
+    channels_last: bool = False
+    optimizer: str | Callable[..., Any] = "sgd"
+    loss: Callable[..., Any] | None = None
+    #: timed steps per sample; ``None``: as many as the timing policy asks for
+    steps: int | None = None
+
+
+def is_dataloader(loader: object) -> bool:
+    """Whether ``loader`` is a torch DataLoader, or works like one (a dataset and workers)."""
+    return hasattr(loader, "dataset") and hasattr(loader, "num_workers")
+
+
+def loader_name(loader: Any) -> str:
+    """How messages name a loader: ``the DataLoader of SleepyData``, ``the generator``."""
+    if is_dataloader(loader):
+        dataset = type(loader.dataset).__name__
+        return f"the {type(loader).__name__} of {dataset}"
+    return f"the {type(loader).__name__}"
+
+
+def described(value: object) -> str:
+    """A value as messages show it: ``a dict with keys 'image', 'label'``, ``a tuple of 3
+    values``, ``a Tensor of shape (8, 3, 32, 32)``."""
+    if isinstance(value, dict):
+        return "a dict with keys " + ", ".join(repr(k) for k in list(value)[:5])
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {len(value)} value{'' if len(value) == 1 else 's'}"
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        return f"a {type(value).__name__} of shape {tuple(shape)}"
+    return f"{type(value).__name__} {reprlib.repr(value)}"
+
+
+def not_a_pair(name: str, batch: object) -> str:
+    return (
+        f"{name} yielded {described(batch)}, not an (images, targets) pair; {PAIRS}; return "
+        "(image, label) from the dataset's __getitem__, or give the DataLoader a collate_fn "
+        "that returns (images, targets)"
+    )
+
+
+def said_batch_size(loader: object) -> int | None:
+    """The images per batch a loader says it yields without being read: a DataLoader's
+    ``batch_size`` (or its batch sampler's), a list's first batch's; ``None``: it does not say."""
+    if is_dataloader(loader):
+        size = getattr(loader, "batch_size", None)
+        if size is None:
+            size = getattr(getattr(loader, "batch_sampler", None), "batch_size", None)
+        return size if isinstance(size, int) else None
+    if isinstance(loader, Sequence) and loader:
+        first = loader[0]
+        if isinstance(first, (tuple, list)) and len(first) == 2 and hasattr(first[0], "__len__"):
+            return len(first[0])
+    return None
+
+
+def _length(loader: object) -> int | None:
+    """Batches in one pass, where the loader says (``len()``)."""
+    try:
+        return len(loader)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+
+
+def _worker_died(exc: BaseException) -> bool:
+    """Whether ``exc`` is torch's word that a DataLoader worker process died."""
+    text = str(exc)
+    return "DataLoader worker" in text and (
+        "exited unexpectedly" in text or "killed by signal" in text
+    )
+
+
+def workers_died(name: str, exc: BaseException) -> str:
+    said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return (
+        f"a worker process of {name} died ({said}); train_loop times a loader whose workers "
+        "live through the measurement. Run it with num_workers=0 to see the dataset's own "
+        "error; a worker killed by a bus error ran out of shared memory (raise /dev/shm: "
+        "docker run --shm-size=8g or --ipc=host), and one killed by the system ran out of "
+        "memory (use fewer workers or a smaller prefetch_factor)"
+    )
+
+
+class Feed:
+    """The user's iterable as the loop reads it: a pass at a time, each pass seeded, the next
+    one started when one ends."""
+
+    def __init__(self, loader: Any, batch_size: int) -> None:
+        self.loader = loader
+        self.name = loader_name(loader)
+        self.batch_size = batch_size
+        #: batches in a pass: what ``len()`` says, then what a pass that ended held
+        self.length = _length(loader)
+        workers = int(getattr(loader, "num_workers", 0) or 0) if is_dataloader(loader) else 0
+        prefetch = int(getattr(loader, "prefetch_factor", None) or 2)
+        #: steps after a restart before timing goes on: the workers' queue filled again, and one
+        #: beyond it (the first batch of a pass pays for the restart)
+        self.rewarm = workers * prefetch + 1
+        self.iterator: Any = None
+        self.position = 0  # batches read in this pass
+        self.passes = 0
+        self.restarts = 0
+        self.seeded = False
+        self.first_batch_s: float | None = None
+        self.host: Any = None  # the batch just read, on the host
+        self.in_part = False  # inside a timed part
+        self.crossed = False  # a pass ended inside one
+
+    @property
+    def needed(self) -> int:
+        """Batches a pass needs for a step to be timed in it: the rewarm after its restart, the
+        timed one, and the pass's last (maybe short, never timed)."""
+        return self.rewarm + 2
+
+    def room(self) -> int | None:
+        """Steps that can be timed before the pass's last batch; ``None``: unknown."""
+        return None if self.length is None else self.length - self.position - 1
+
+    def read(self) -> None:
+        """The ``wait`` phase: the next batch (on the run's first read, the loader starts and
+        the time to its first batch is kept)."""
+        if self.iterator is None:
+            started = time.perf_counter()
+            self._begin()
+            self.host = self._next()
+            self.first_batch_s = time.perf_counter() - started
+            self._check_first(self.host)
+            self._check_length()
+            return
+        self.host = self._next()
+
+    def restart(self) -> None:
+        """Start the next pass now, leaving what is left of this one."""
+        self.restarts += 1
+        self.passes += 1
+        self._begin()
+
+    def _begin(self) -> None:
+        self.seeded = self._seed()
+        self.position = 0
+        self.iterator = None  # a non-persistent loader's workers end before the next start
+        self.iterator = iter(self.loader)
+
+    def _seed(self) -> bool:
+        """Seed the loader's generator for this pass, giving a DataLoader one where it has none
+        (its random sampler, and its workers' seeds, draw from it); ``False``: an iterable
+        whose order is its own."""
+        loader = self.loader
+        if not is_dataloader(loader):
+            return False
+        import torch
+
+        if getattr(loader, "generator", None) is None:
+            loader.generator = torch.Generator()
+        samplers: list[Any] = [
+            getattr(loader, "sampler", None),
+            getattr(getattr(loader, "batch_sampler", None), "sampler", None),
+        ]
+        for sampler in samplers:
+            if hasattr(sampler, "generator") and sampler.generator is None:
+                sampler.generator = loader.generator
+        loader.generator.manual_seed(numbers.SEED + self.passes)
+        return True
+
+    def _next(self) -> Any:
+        try:
+            batch = self._fetch()
+        except StopIteration:
+            self._ended()
+            try:
+                batch = self._fetch()
+            except StopIteration:
+                raise ValueError(self._read_once()) from None
+        self.position += 1
+        if type(batch) not in (tuple, list) or len(batch) != 2:
+            raise TypeError(not_a_pair(self.name, batch))
+        return batch
+
+    def _fetch(self) -> Any:
+        try:
+            return next(self.iterator)
+        except RuntimeError as exc:
+            if _worker_died(exc):
+                raise RuntimeError(workers_died(self.name, exc)) from None
+            raise
+
+    def _ended(self) -> None:
+        """A pass ended: learn its length, and start the next one (a pass that ends inside a
+        timed part makes the part void)."""
+        if self.position == 0 and self.passes:
+            raise ValueError(self._read_once())
+        if self.position == 0:
+            raise ValueError(
+                f"{self.name} yielded no batch; {PAIRS}, at least {self.needed} batches a pass; "
+                "give it a dataset of at least "
+                f"{self.needed * self.batch_size} items at batch_size={self.batch_size}"
+            )
+        self.length = self.position
+        self._check_length()
+        self.crossed = self.crossed or self.in_part
+        self.restart()
+
+    def _read_once(self) -> str:
+        return (
+            f"{self.name} ended after {self.length} batches and yields none when read again: "
+            "iter() of a generator or an iterator returns itself, so it can be read once, and "
+            f"a sample reads the loader in several passes; {PAIRS} that can be read again (a "
+            "DataLoader, a list) or that never ends; give train_loop a DataLoader or a list of "
+            "batches instead"
+        )
+
+    def _check_length(self) -> None:
+        length = self.length
+        if length is None or length >= self.needed:
+            return
+        workers = self.rewarm - 1
+        refill = (
+            f"{self.rewarm} to fill its workers' queue of {workers} batches again after a restart"
+            if workers
+            else "1 after a restart"
+        )
+        raise ValueError(
+            f"{self.name} yields {length} batch{'' if length == 1 else 'es'} a pass, too few to "
+            f"time a step in it: a pass needs at least {self.needed} ({refill}, 1 timed, and "
+            "the pass's last, which may be short and is never timed); use a dataset of at least "
+            f"{self.needed * self.batch_size} items at batch_size={self.batch_size}"
+            + (", or fewer workers" if workers else "")
+        )
+
+    def _check_first(self, batch: Any) -> None:
+        import torch
+
+        images = batch[0]
+        if not isinstance(images, torch.Tensor) or images.dim() < 2:
+            raise TypeError(
+                f"{self.name} yielded a pair whose images are {described(images)}, not a tensor "
+                f"of a batch of images; {PAIRS}; stack the images into one tensor (N, C, H, W), "
+                "as the DataLoader's default collate does"
+            )
+        if len(images) != self.batch_size:
+            raise ValueError(
+                f"{self.name} yielded a first batch of {len(images)} images where its batch "
+                f"size is {self.batch_size}; a pass's first batch is a whole one; give "
+                "train_loop's batch_size= the images each batch holds (a DataLoader says it "
+                "itself), or a dataset of at least one whole batch"
+            )
+
+
+class Loop:
+    """The loop's phases around a train step, the timing's ``Window`` over the loader's passes,
+    and the figures of the loader a sample keeps."""
+
+    def __init__(
+        self, feed: Feed, batch: Batch, train: Workload, device: Any, spec: LoopSpec
+    ) -> None:
+        self.feed = feed
+        self.batch = batch
+        self.device = device
+        self.spec = spec
+        self.train_phases = train.phases
+        self.phases: list[Phase] = [("wait", feed.read), ("copy", self._copy), *train.phases]
+        #: the first batch on the device: what the model alone is timed on
+        self.first: tuple[Any, Any] | None = None
+        self._restarts_kept = 0
+
+    def _copy(self) -> None:
+        """The ``copy`` phase: the batch just read to the device (``non_blocking`` on CUDA: a
+        pinned batch's copy is queued on the stream, a pageable one's is staged by CUDA)."""
+        images, targets = self.feed.host
+        cuda = self.device.type == "cuda"
+        images = images.to(self.device, non_blocking=cuda)
+        if self.spec.channels_last:
+            import torch
+
+            images = images.contiguous(memory_format=torch.channels_last)
+        if hasattr(targets, "to"):
+            targets = targets.to(self.device, non_blocking=cuda)
+        self.batch.images, self.batch.targets = images, targets
+        if self.first is None:
+            self.first = (images, targets)
+
+    # the timing's Window
+
+    def steps(self, wanted: int) -> int:
+        return self.spec.steps or wanted
+
+    def part(self, left: int) -> int:
+        feed = self.feed
+        room = feed.room()
+        if room is not None and room < 1:
+            feed.restart()
+            for _ in range(feed.rewarm):
+                for _, run in self.phases:
+                    run()
+            room = feed.room()
+        feed.in_part = True
+        return left if room is None else max(1, min(left, room))
+
+    def crossed(self) -> bool:
+        feed = self.feed
+        crossed, feed.in_part, feed.crossed = feed.crossed, False, False
+        return crossed
+
+    # what a sample keeps
+
+    def figures(self, timed: TimedSteps, clock: Clock, policy: TimingPolicy) -> Loading:
+        wait, copy = timed.phases.get("wait", (0.0,)), timed.phases.get("copy", (0.0,))
+        assert self.first is not None  # the loop ran
+        self.batch.images, self.batch.targets = self.first
+        # timed as train_step times it: on the CPU the median step, robust to a busy neighbour
+        cuda = self.device.type == "cuda"
+        alone = time_steps(self.train_phases, clock, policy, per_step_wall=not cuda)
+        feed = self.feed
+        restarts, self._restarts_kept = feed.restarts - self._restarts_kept, feed.restarts
+        return Loading(
+            first_batch_s=feed.first_batch_s or 0.0,
+            wait_s=statistics.fmean(wait),
+            copy_s=statistics.fmean(copy),
+            synthetic_step_s=alone.step_time_s,
+            restarts=restarts,
+            batches=feed.length,
+            seeded=feed.seeded,
+            cpus=_cpus(),
+        )
+
+
+def _cpus() -> int | None:
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else os.cpu_count()
+
+
+def build_loop(model: Any, loader: Any, spec: LoopSpec, device: Any) -> Workload:
+    """The loop of ``model`` reading ``loader`` on ``device``: its phases, its window over the
+    loader's passes, and the step's memory and FLOPs as ``train_step`` measures them."""
+    batch = Batch()
+    # the images' size is the loader's: a train step given its batch makes none of this size
+    train_spec = TrainSpec(
+        batch_size=spec.batch_size,
+        image_size=(1, 1),
+        amp=spec.amp,
+        channels_last=spec.channels_last,
+        optimizer=spec.optimizer,
+        loss=spec.loss,
+    )
+    train = build_train(model, train_spec, device, batch)
+    loop = Loop(Feed(loader, spec.batch_size), batch, train, device, spec)
+    on_meta = train.count_on_meta
+
+    def count_on_meta() -> Counts:
+        assert on_meta is not None
+        assert loop.first is not None
+        batch.images, batch.targets = loop.first  # a whole batch, not a pass's short last one
+        return on_meta()
+
+    return dataclasses.replace(
+        train,
+        phases=loop.phases,
+        count_on_meta=count_on_meta if on_meta else None,
+        # the loader's own operators vary with its random transforms, and each step reads
+        # another batch: no exact counts, no first steps' numbers
+        countable=False,
+        first_steps=None,
+        loop=loop,
+    )
+
+
+def counting_workers(snapshot: CpuSnapshot | None) -> CpuSnapshot | None:
+    """``snapshot`` with the CPU time of this process's children (the loader's workers) counted
+    as its own: they are the benchmark's, not a neighbour that denied it the cores."""
+    if snapshot is None:
+        return None
+    return dataclasses.replace(snapshot, own_s=snapshot.own_s + children_cpu_s())
+
+
+def children_cpu_s() -> float:
+    """CPU seconds of this process's children: those that ended and were waited for, and those
+    running (``/proc/<pid>/stat``'s utime and stime)."""
+    times = os.times()
+    total = times.children_user + times.children_system
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in _children():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        except (OSError, ValueError, IndexError):  # it ended since it was listed
+            continue
+    return total
+
+
+def _children() -> list[int]:
+    pids: list[int] = []
+    try:
+        tasks = list(Path("/proc/self/task").iterdir())
+    except OSError:
+        return pids
+    for task in tasks:
+        try:
+            pids += [int(pid) for pid in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return pids
