@@ -1,0 +1,696 @@
+"""``cnnperf.train_loop``: the user's loader feeding the train step.
+
+The loop is checked by what it reads and when (the timed parts never hold a pass's end or its
+last batch; every run reads the same items), by the messages that bad input gets, by the words
+and figures of its reports, and through pytest with scripted samples. One test times a loader
+for real: one that sleeps far longer than its step, reported input-bound. No test asserts a
+timing."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import signal
+import textwrap
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+from factories import ENV
+from scripted import Scripted
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from pytest_cnnperf import benchmark
+from pytest_cnnperf.benchmark import ArgumentProblem
+from pytest_cnnperf.measuring.loader import Feed, LoopSpec, build_loop, children_cpu_s
+from pytest_cnnperf.measuring.timing import CpuClock, time_block
+from pytest_cnnperf.model import (
+    Comparison,
+    Decision,
+    Measurement,
+    Result,
+    Sample,
+    Verdict,
+)
+from pytest_cnnperf.model.config import LoaderSetting
+from pytest_cnnperf.model.sample import Loading
+from pytest_cnnperf.reports import benchmark_json, epoch, explain, markdown, table
+from pytest_cnnperf.reports.loader import InputFigures
+
+CPU = torch.device("cpu")
+
+
+class Indexed(Dataset[tuple[torch.Tensor, int]]):
+    """``size`` images of 3x4x4 whose label is their index; each item draws from torch's
+    generator (a worker's is seeded from the loader's)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        return torch.rand(3, 4, 4), index
+
+
+class Dicts(Indexed):
+    def __getitem__(self, index: int) -> Any:
+        return {"image": torch.zeros(3, 4, 4), "label": index}
+
+
+class DiesInWorkers(Indexed):
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        if torch.utils.data.get_worker_info() is not None:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().__getitem__(index)
+
+
+def tiny() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 2, 3, padding=1), nn.Flatten(), nn.Linear(32, 64))
+
+
+def pairs(count: int, size: int = 2) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return [(torch.rand(size, 3, 4, 4), torch.arange(size) % 4) for _ in range(count)]
+
+
+class Stream:
+    """A re-iterable without a length: ``count`` batches a pass."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        return iter(pairs(self.count))
+
+
+def read(feed: Feed, batches: int) -> list[list[int]]:
+    """The labels of the next ``batches`` batches."""
+    seen = []
+    for _ in range(batches):
+        feed.read()
+        seen.append(feed.host[1].tolist())
+    return seen
+
+
+# ---- the arguments and the key ----
+
+
+def test_a_dataloaders_configuration_names_the_benchmark() -> None:
+    loader = DataLoader(
+        Indexed(64),
+        batch_size=8,
+        num_workers=2,
+        pin_memory=True,
+        persistent_workers=True,
+        prefetch_factor=4,
+    )
+    setting = benchmark.loader_setting(loader)
+    assert setting == LoaderSetting("Indexed", 2, True, True, 4)
+    spec = LoopSpec(batch_size=benchmark.loop_batch_size(loader, None))
+    config = benchmark.loop_config(spec, setting, "tinynet", None, None)
+    assert config.key == (
+        "train_loop tinynet bs=8 Indexed workers=2 pin_memory persistent prefetch=4 opt=sgd"
+    )
+    plain = benchmark.loader_setting(DataLoader(Indexed(64), batch_size=8))
+    assert plain.label() == "Indexed workers=0"
+
+
+def test_a_named_loop_is_the_same_benchmark_whatever_its_loader() -> None:
+    """``name=`` names the pipeline: a PR that drops workers is gated against the same
+    baseline, and its slowdown fails."""
+    spec = LoopSpec(batch_size=8)
+    keys = {
+        benchmark.loop_config(
+            spec, benchmark.loader_setting(DataLoader(Indexed(8), 8, num_workers=n)), "m", None, "p"
+        ).key
+        for n in (0, 2)
+    }
+    assert keys == {"train_loop p bs=8 opt=sgd"}
+
+
+def test_an_iterables_batch_size_is_its_first_batchs_or_given() -> None:
+    assert benchmark.loop_batch_size(pairs(3, size=5), None) == 5
+    assert benchmark.loop_batch_size(Stream(3), 2) == 2
+    assert benchmark.loader_setting(Stream(3)) == LoaderSetting("Stream")
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: benchmark.loader_setting(42),
+            "loader=42 is not iterable; train_loop reads a torch.utils.data.DataLoader or any "
+            "iterable of (images, targets) batches; pass the DataLoader itself",
+        ),
+        (
+            lambda: benchmark.loop_batch_size(Stream(3), None),
+            "train_loop cannot tell how many images a batch of the Stream holds without reading "
+            "it (only a DataLoader or a list of batches says); pass batch_size=N, the images "
+            "each batch it yields holds",
+        ),
+        (
+            lambda: benchmark.loop_batch_size(DataLoader(Indexed(8), batch_size=8), 16),
+            "batch_size=16, but the DataLoader of Indexed yields batches of 8 images; leave "
+            "batch_size out: train_loop reads it from the loader",
+        ),
+        (
+            lambda: benchmark.steps(0),
+            "steps=0 is not a number of steps; use a positive int (the timed steps of each "
+            "sample), or leave it out for as many as the run's timing asks for",
+        ),
+    ],
+)
+def test_a_bad_argument_names_the_value_the_forms_and_the_fix(call: Any, message: str) -> None:
+    with pytest.raises(ArgumentProblem) as raised:
+        call()
+    assert str(raised.value) == message
+
+
+# ---- reading the loader ----
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_every_run_reads_the_same_items_whatever_the_global_generator(workers: int) -> None:
+    """The same items in the same order, pass after pass; and with workers, the same random
+    transforms (their generators are seeded from the loader's)."""
+
+    def labels_and_pixels(seed: int) -> tuple[list[list[int]], float]:
+        torch.manual_seed(seed)
+        loader = DataLoader(Indexed(24), batch_size=4, shuffle=True, num_workers=workers)
+        feed = Feed(loader, 4)
+        seen = read(feed, 6)  # one pass
+        feed.restart()
+        seen += read(feed, 6)  # and the next
+        return seen, float(feed.host[0].sum())
+
+    (first, pixels), (again, pixels_again) = labels_and_pixels(1), labels_and_pixels(2)
+    assert first == again
+    assert first[:6] != first[6:]  # each pass in its own order
+    if workers:  # a worker's generator is seeded from the loader's; without, it is torch's own
+        assert pixels == pixels_again
+
+
+def test_the_timed_steps_never_hold_a_pass_end_or_its_last_batch() -> None:
+    """6 batches a pass, 11 steps timed: in parts inside passes, the restart and one step to
+    warm the new pass between them, untimed; the pass's last batch never timed."""
+    loader = DataLoader(Indexed(12), batch_size=2)
+    workload = build_loop(tiny(), loader, LoopSpec(batch_size=2), CPU)
+    loop = workload.loop
+    assert loop is not None
+    feed = loop.feed
+    timed: list[tuple[int, int]] = []  # (pass, batches read in it) of each timed step
+    original = feed.read
+
+    def logged() -> None:
+        original()
+        if feed.in_part:
+            timed.append((feed.passes, feed.position))
+
+    phases = [("wait", logged), *loop.phases[1:]]
+    _, marks = time_block(phases, CpuClock(), 11, window=loop)
+    assert len(marks) == 11
+    assert feed.restarts >= 2
+    assert max(position for _, position in timed) <= 5
+    starts = {}
+    for passes, position in timed:
+        starts.setdefault(passes, position)
+    assert all(position >= 2 for passes, position in starts.items() if passes)
+
+
+def test_a_part_that_ran_into_an_unknown_pass_end_is_timed_again() -> None:
+    workload = build_loop(tiny(), Stream(5), LoopSpec(batch_size=2), CPU)
+    loop = workload.loop
+    assert loop is not None
+    _, marks = time_block(loop.phases, CpuClock(), 6, window=loop)
+    assert len(marks) == 6
+    assert loop.feed.length == 5
+
+
+def test_the_figures_of_a_sample_hold_the_loader_and_the_model_alone() -> None:
+    from pytest_cnnperf.gate.policy import CPU as POLICY
+    from pytest_cnnperf.measuring.sample import SamplePlan, take_sample
+
+    timing = dataclasses.replace(POLICY.timing, min_time_s=0.01, warmup_max_s=0.1)
+    loader = DataLoader(Indexed(64), batch_size=4, shuffle=True)
+    workload = build_loop(tiny(), loader, LoopSpec(batch_size=4, steps=5), CPU)
+    sample, _ = take_sample(
+        workload, CPU, SamplePlan(timing, calibrate=False), memory_pass=True, in_process=True
+    )
+    loading = sample.loading
+    assert loading is not None
+    assert len(sample.step_times_s) == 5
+    assert set(sample.phases) == {"wait", "copy", "forward", "backward", "optimizer"}
+    assert (loading.batches, loading.seeded, loading.restarts) == (16, True, 0)
+    assert loading.wait_s > 0
+    assert loading.synthetic_step_s > 0
+    assert sample.memory is not None
+    assert sample.structure is None
+    assert sample.numbers is None
+
+
+def test_the_workers_cpu_time_counts_as_the_samples_own() -> None:
+    """The loader's workers are the benchmark's processes: their CPU time is not a
+    neighbour's (``measuring.cpuload``)."""
+    before = children_cpu_s()
+    loader = DataLoader(Spins(4), batch_size=2, num_workers=1)
+    list(loader)
+    assert children_cpu_s() > before
+
+
+class Spins(Indexed):
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        x = torch.rand(64, 64)
+        for _ in range(200):
+            x = (x @ x).clamp(0, 1)
+        return super().__getitem__(index)
+
+
+# ---- bad input ----
+
+
+def failing_read(loader: Any, batch_size: int, batches: int = 1) -> str:
+    feed = Feed(loader, batch_size)
+    with pytest.raises((TypeError, ValueError, RuntimeError)) as raised:
+        read(feed, batches)
+    return str(raised.value)
+
+
+def test_an_iterable_of_something_else_than_pairs_is_refused() -> None:
+    assert failing_read(DataLoader(Dicts(8), batch_size=2), 2) == (
+        "the DataLoader of Dicts yielded a dict with keys 'image', 'label', not an (images, "
+        "targets) pair; train_loop reads (images, targets) pairs: a Dataset whose __getitem__ "
+        "returns (image, label), batched by the DataLoader's default collate, or any iterable "
+        "that yields (images, targets); return (image, label) from the dataset's __getitem__, "
+        "or give the DataLoader a collate_fn that returns (images, targets)"
+    )
+    assert failing_read([([1, 2], 0)] * 4, 2) == (
+        "the list yielded a pair whose images are a list of 2 values, not a tensor of a batch "
+        "of images; train_loop reads (images, targets) pairs: a Dataset whose __getitem__ "
+        "returns (image, label), batched by the DataLoader's default collate, or any iterable "
+        "that yields (images, targets); stack the images into one tensor (N, C, H, W), as the "
+        "DataLoader's default collate does"
+    )
+
+
+def test_a_loader_too_short_for_one_measured_step_is_refused() -> None:
+    assert failing_read(DataLoader(Indexed(4), batch_size=2), 2) == (
+        "the DataLoader of Indexed yields 2 batches a pass, too few to time a step in it: a "
+        "pass needs at least 3 (1 after a restart, 1 timed, and the pass's last, which may be "
+        "short and is never timed); use a dataset of at least 6 items at batch_size=2"
+    )
+    assert failing_read(DataLoader(Indexed(10), batch_size=2, num_workers=2), 2) == (
+        "the DataLoader of Indexed yields 5 batches a pass, too few to time a step in it: a "
+        "pass needs at least 7 (5 to fill its workers' queue of 4 batches again after a "
+        "restart, 1 timed, and the pass's last, which may be short and is never timed); use "
+        "a dataset of at least 14 items at batch_size=2, or fewer workers"
+    )
+    assert failing_read(Stream(0), 2) == (
+        "the Stream yielded no batch; train_loop reads (images, targets) pairs: a Dataset "
+        "whose __getitem__ returns (image, label), batched by the DataLoader's default "
+        "collate, or any iterable that yields (images, targets), at least 3 batches a pass; "
+        "give it a dataset of at least 6 items at batch_size=2"
+    )
+
+
+def test_a_generator_read_once_is_refused_at_its_second_pass() -> None:
+    batches = iter(pairs(4))
+    assert failing_read(batches, 2, batches=5) == (
+        "the list_iterator ended after 4 batches and yields none when read again: iter() of "
+        "a generator or an iterator returns itself, so it can be read once, and a sample reads "
+        "the loader in several passes; train_loop reads (images, targets) pairs: a Dataset "
+        "whose __getitem__ returns (image, label), batched by the DataLoader's default "
+        "collate, or any iterable that yields (images, targets) that can be read again (a "
+        "DataLoader, a list) or that never ends; give train_loop a DataLoader or a list of "
+        "batches instead"
+    )
+
+
+def test_a_first_batch_of_another_size_is_refused() -> None:
+    assert failing_read(pairs(4, size=3), 2) == (
+        "the list yielded a first batch of 3 images where its batch size is 2; a pass's first "
+        "batch is a whole one; give train_loop's batch_size= the images each batch holds (a "
+        "DataLoader says it itself), or a dataset of at least one whole batch"
+    )
+
+
+def test_a_loader_whose_workers_die_is_named_with_the_fixes() -> None:
+    message = failing_read(DataLoader(DiesInWorkers(8), batch_size=2, num_workers=1), 2)
+    message = re.sub(r"\(pid(\(s\))? [\d, ]+\)", "(pid N)", message)
+    said = re.search(r"died \((.*?)\); train_loop", message)
+    assert said is not None
+    assert said.group(1).startswith("DataLoader worker (pid N)")
+    assert message == (
+        f"a worker process of the DataLoader of DiesInWorkers died ({said.group(1)}); "
+        "train_loop times a loader whose workers live through the measurement. Run it with "
+        "num_workers=0 to see the dataset's own error; a worker killed by a bus error ran out "
+        "of shared memory (raise /dev/shm: docker run --shm-size=8g or --ipc=host), and one "
+        "killed by the system ran out of memory (use fewer workers or a smaller "
+        "prefetch_factor)"
+    )
+
+
+# ---- the words and figures of the reports ----
+
+LOOP = LoaderSetting("SleepyData", workers=0)
+
+
+def loading(wait: float, **fields: Any) -> Loading:
+    values: dict[str, Any] = dict(
+        first_batch_s=0.05,
+        wait_s=wait,
+        copy_s=0.0,
+        synthetic_step_s=0.037,
+        batches=256,
+        seeded=True,
+        cpus=2,
+    )
+    values.update(fields)
+    return Loading(**values)
+
+
+def loop_result(
+    step: float = 0.1,
+    wait: float = 0.063,
+    loader: LoaderSetting = LOOP,
+    decision: Decision | None = None,
+    **fields: Any,
+) -> Result:
+    samples = tuple(
+        Sample(
+            step_time_s=step,
+            step_times_s=(step,) * 4,
+            phases={"wait": (wait,) * 4, "copy": (0.0,) * 4},
+            loading=loading(wait, **fields),
+        )
+        for _ in range(3)
+    )
+    config = benchmark.loop_config(LoopSpec(batch_size=8), loader, "Net", None, "sleepy")
+    return Result(
+        config=config,
+        test_id="tests/test_loop.py::test_loop",
+        environment=ENV,
+        measurement=Measurement(8, samples),
+        decision=decision,
+    )
+
+
+def figures(result: Result) -> InputFigures:
+    found = InputFigures.of(result.measurement)
+    assert found is not None
+    return found
+
+
+def test_the_verdict_says_how_long_the_step_waited_and_what_the_model_alone_runs_at() -> None:
+    result = loop_result()
+    assert figures(result).verdict() == (
+        "input-bound: the step waited 63% of the time for data; the model alone runs 2.7x faster"
+    )
+    assert figures(loop_result(wait=0.01, synthetic_step_s=0.09)).verdict() == (
+        "partly input-bound: the step waited 10% of the time for data; the model alone runs "
+        "1.1x faster"
+    )
+    assert figures(loop_result(wait=0.001, synthetic_step_s=0.05)).verdict() == (
+        "not input-bound (the step waited 1% of the time for data), yet the model alone runs "
+        "2.0x faster: the step itself ran slower beside its loader (its workers take the "
+        "step's cores, or the batch is copied again)"
+    )
+    assert figures(loop_result(wait=0.001, synthetic_step_s=0.1)).verdict() == (
+        "not input-bound: the step waited 1% of the time for data; the model alone runs no faster"
+    )
+    assert InputFigures.of(Measurement(8, (Sample(0.1),))) is None
+
+
+@pytest.mark.parametrize(
+    ("loader", "fields", "cuda", "fixes"),
+    [
+        (LOOP, {}, False, ["num_workers > 0 (with 0, each batch is made between two steps)"]),
+        (
+            LoaderSetting("D", workers=1),
+            {"cpus": 4},
+            False,
+            ["more workers (num_workers=1 of 4 CPUs)"],
+        ),
+        (
+            LoaderSetting("D", workers=2, prefetch_factor=2),
+            {},
+            False,
+            ["cheaper transforms (2 workers already use every CPU)"],
+        ),
+        (
+            LoaderSetting("D"),
+            {},
+            False,
+            ["a DataLoader with workers (this iterable makes each batch between steps)"],
+        ),
+        # nothing to fix where nothing is waited for, and pinned memory only on CUDA
+        (LOOP, {"wait": 0.001, "copy_s": 0.02}, False, []),
+        (
+            LOOP,
+            {"wait": 0.001, "copy_s": 0.02},
+            True,
+            ["pin_memory=True (copying the batch took 20% of the time, from pageable memory)"],
+        ),
+        (
+            LoaderSetting("D", workers=4),
+            {"wait": 0.001, "first_batch_s": 2.0, "batches": 100, "cpus": 8},
+            False,
+            [
+                "persistent_workers=True (each pass waits 2.00 s for its workers to start, 20% of a pass)"
+            ],
+        ),
+        (
+            LoaderSetting("D", workers=4, persistent_workers=True),
+            {"wait": 0.001, "first_batch_s": 2.0, "batches": 100},
+            False,
+            [],
+        ),
+    ],
+)
+def test_the_fixes_named_are_those_the_figures_point_at(
+    loader: LoaderSetting, fields: dict[str, Any], cuda: bool, fixes: list[str]
+) -> None:
+    fields = dict(fields)
+    wait = fields.pop("wait", 0.063)
+    assert figures(loop_result(wait=wait, loader=loader, **fields)).fixes(loader, cuda) == fixes
+
+
+def test_spiky_waits_point_at_a_deeper_prefetch() -> None:
+    loader = LoaderSetting("D", workers=1, prefetch_factor=2)
+    result = loop_result(loader=loader, cpus=4)
+    assert result.measurement is not None
+    spiky = dataclasses.replace(
+        result.measurement,
+        samples=tuple(
+            dataclasses.replace(s, phases={"wait": (0.0, 0.0, 0.0, 0.252)})
+            for s in result.measurement.samples
+        ),
+    )
+    assert InputFigures.of(spiky) is not None
+    assert InputFigures.of(spiky).fixes(loader, False)[-1] == (  # type: ignore[union-attr]
+        "a larger prefetch_factor (now 2: the waits come in spikes)"
+    )
+
+
+def regressed() -> Result:
+    comparison = Comparison(
+        metric="throughput",
+        baseline=160.0,
+        current=80.0,
+        change=0.5,
+        threshold=0.3,
+        verdict=Verdict.REGRESSED,
+        p_value=0.004,
+        baseline_samples=9,
+        current_samples=3,
+    )
+    decision = Decision(
+        verdict=Verdict.REGRESSED,
+        throughput=comparison,
+        baseline_file="baselines/cpu-test-2t/test_loop.json",
+        failed=True,
+    )
+    return loop_result(wait=0.071, synthetic_step_s=0.029, decision=decision)
+
+
+def test_a_regressed_loop_names_its_input_wait_under_its_throughput() -> None:
+    lines = explain.failure(regressed()).splitlines()
+    assert lines[0] == "cnnperf: train_loop sleepy bs=8 opt=sgd regressed (throughput)"
+    assert lines[1].startswith("  throughput  80.0 images/s now, 160 images/s in the baseline")
+    below = lines.index(next(line for line in lines if line.startswith("  input")))
+    assert lines[below] == (
+        "  input       input-bound: the step waited 71% of the time for data; the model alone "
+        "runs 3.4x faster"
+    )
+    assert all(line.startswith("            ") for line in lines[2:below])
+
+
+def test_the_reports_show_the_wait_share_and_the_verdict() -> None:
+    result = regressed()
+    row = table.row(result)
+    assert row.input_wait == "71%"
+    assert row.notes[-1] == (
+        "input-bound: the step waited 71% of the time for data; the model alone runs 3.4x "
+        "faster; try num_workers > 0 (with 0, each batch is made between two steps); first "
+        "batch after 50.0 ms (not gated)"
+    )
+    text = markdown.render([result])
+    assert "| input wait |" in text
+    assert (
+        "(train_loop sleepy bs=8): throughput -50.0% (fails below -30%); "
+        "input-bound: the step waited 71% of the time for data; the model alone runs 3.4x "
+        "faster"
+    ) in text
+    assert "waited 71% for input" in explain.headline(result)
+
+
+def test_the_benchmark_json_carries_the_loaders_figures() -> None:
+    pytest.importorskip("pytest_benchmark")
+    entry = benchmark_json.benchmark(loop_result(), several=False)
+    assert entry is not None
+    extra = entry["extra_info"]
+    assert extra["input_wait_share"] == pytest.approx(0.63)
+    assert extra["first_batch_s"] == pytest.approx(0.05)
+    assert extra["synthetic_images_per_second"] == pytest.approx(8 / 0.037)
+    assert extra["input_bound"] == "input-bound"
+
+
+def test_an_epoch_takes_the_loops_throughput_and_its_workers_start_up() -> None:
+    plain = loop_result()
+    restarting = loop_result(loader=LoaderSetting("D", workers=4), first_batch_s=3.0)
+    kept = loop_result(loader=LoaderSetting("D", workers=4, persistent_workers=True))
+    seconds = [p.seconds for p in epoch.project([plain, restarting, kept], 8000)[0]]
+    assert seconds == pytest.approx([100.0, 103.0, 100.0])
+    assert epoch.lines([plain], 8000, None)[0] == (
+        "Time per epoch of 8,000 images at the measured throughput (data loading included: "
+        "the loops' end-to-end throughput)"
+    )
+
+
+# ---- through pytest ----
+
+LOOP_TEST = """
+import torch
+from torch.utils.data import DataLoader, Dataset
+from models import Sleepy
+
+
+class Indexed(Dataset):
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, index):
+        return torch.rand(3, 8, 8), index % 10
+
+
+def test_loop(cnnperf):
+    cnnperf.train_loop(Sleepy(name="a"), DataLoader(Indexed(), batch_size=4, shuffle=True))
+
+
+def test_named(cnnperf):
+    loader = DataLoader(Indexed(), batch_size=4, num_workers=0)
+    cnnperf.train_loop(Sleepy(name="b"), loader, name="pipeline")
+"""
+
+
+def waiting(target: Any, i: int, sample: Sample) -> Sample:
+    """A scripted sample of a loop whose model alone takes 2 ms a step: the rest is waiting."""
+    step = sample.step_time_s
+    return dataclasses.replace(
+        sample,
+        phases={"wait": (step - 0.002,), "copy": (0.0,)},
+        loading=loading(step - 0.002, synthetic_step_s=0.002),
+    )
+
+
+@pytest.fixture
+def loops(scripted_project: pytest.Pytester, scripted: Scripted) -> pytest.Pytester:
+    scripted.script.decorate = waiting
+    scripted_project.makepyfile(test_loop=LOOP_TEST)
+    result = scripted_project.runpytest("--cnnperf", "--cnnperf-save")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "saved*test_loop*train_loop Sleepy bs=4 Indexed workers=0 *80%*",
+            "saved*test_named*train_loop pipeline bs=4 *80%*",
+        ]
+    )
+    return scripted_project
+
+
+def test_an_unchanged_loop_passes(loops: pytest.Pytester) -> None:
+    result = loops.runpytest("--cnnperf")
+    result.assert_outcomes(passed=2)
+    result.stdout.no_fnmatch_line("*regressed*")
+    result.stdout.fnmatch_lines(["*input wait*", "*test_loop*80%*"])
+
+
+def test_a_loader_twice_as_slow_fails_as_a_throughput_regression_naming_the_wait(
+    loops: pytest.Pytester, scripted: Scripted
+) -> None:
+    scripted.slow_down("test_named", 2.0)
+    result = loops.runpytest("--cnnperf")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*cnnperf: train_loop pipeline bs=4 opt=sgd regressed (throughput)",
+            "*  throughput  * images/s now, * images/s in the baseline: -*% (fails below -30%)",
+            "*  input       input-bound: the step waited 90% of the time for data; the model "
+            "alone runs 10.0x faster",
+        ]
+    )
+
+
+def test_a_loader_that_is_not_iterable_fails_its_test(scripted_project: pytest.Pytester) -> None:
+    scripted_project.makepyfile(
+        test_bad="""
+        from models import Sleepy
+
+        def test_bad(cnnperf):
+            cnnperf.train_loop(Sleepy(), 42)
+        """
+    )
+    result = scripted_project.runpytest("--cnnperf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*cnnperf: loader=42 is not iterable; train_loop reads*"])
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_loader_that_sleeps_far_longer_than_its_step_is_input_bound(
+    project: pytest.Pytester,
+) -> None:
+    """Real timing, a margin of ten: each batch sleeps 40 ms, the tiny step takes a few."""
+    project.makepyfile(
+        test_real=textwrap.dedent(
+            """
+            import time
+
+            import torch
+            from torch import nn
+            from torch.utils.data import DataLoader, Dataset
+
+
+            class Slow(Dataset):
+                def __len__(self):
+                    return 256
+
+                def __getitem__(self, index):
+                    time.sleep(0.01)
+                    return torch.rand(3, 8, 8), index % 4
+
+
+            def test_real(cnnperf):
+                net = nn.Sequential(nn.Flatten(), nn.Linear(192, 4))
+                result = cnnperf.train_loop(net, DataLoader(Slow(), batch_size=4), steps=3)
+                loading = result.measured.samples[0].loading
+                assert loading is not None and loading.seeded
+            """
+        )
+    )
+    result = project.runpytest("--cnnperf", "--cnnperf-effort=quick")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*note: test_real: input-bound: the step waited *% of the time*"])
