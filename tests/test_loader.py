@@ -248,9 +248,24 @@ def test_the_figures_of_a_sample_hold_the_loader_and_the_model_alone() -> None:
     assert (loading.batches, loading.seeded, loading.restarts) == (16, True, 0)
     assert loading.wait_s > 0
     assert loading.synthetic_step_s > 0
+    assert loading.worker_cpu is None  # no workers
     assert sample.memory is not None
     assert sample.structure is None
     assert sample.numbers is None
+
+
+def test_a_sample_with_workers_keeps_the_cpu_they_used() -> None:
+    from pytest_cnnperf.gate.policy import CPU as POLICY
+    from pytest_cnnperf.measuring.sample import SamplePlan, take_sample
+
+    timing = dataclasses.replace(POLICY.timing, min_time_s=0.01, warmup_max_s=0.1)
+    loader = DataLoader(Indexed(64), batch_size=4, num_workers=1)
+    workload = build_loop(tiny(), loader, LoopSpec(batch_size=4, steps=3), CPU)
+    sample, _ = take_sample(
+        workload, CPU, SamplePlan(timing, calibrate=False), memory_pass=False, in_process=True
+    )
+    assert sample.loading is not None
+    assert sample.loading.worker_cpu is not None
 
 
 def test_the_workers_cpu_time_counts_as_the_samples_own() -> None:
@@ -440,6 +455,15 @@ def test_the_verdict_says_how_long_the_step_waited_and_what_the_model_alone_runs
             {},
             False,
             ["cheaper transforms (2 workers already use every CPU)"],
+        ),
+        (
+            LoaderSetting("D", workers=2),
+            {"worker_cpu": 0.1},
+            False,
+            [
+                "more workers (num_workers=2 used 0.1 cores' worth of CPU: they wait on "
+                "something else, such as storage)"
+            ],
         ),
         (
             LoaderSetting("D"),

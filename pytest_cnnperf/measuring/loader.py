@@ -139,11 +139,12 @@ class Feed:
         self.batch_size = batch_size
         #: batches in a pass: what ``len()`` says, then what a pass that ended held
         self.length = _length(loader)
-        workers = int(getattr(loader, "num_workers", 0) or 0) if is_dataloader(loader) else 0
+        #: worker processes (a DataLoader's)
+        self.workers = int(getattr(loader, "num_workers", 0) or 0) if is_dataloader(loader) else 0
         prefetch = int(getattr(loader, "prefetch_factor", None) or 2)
         #: steps after a restart before timing goes on: the workers' queue filled again, and one
         #: beyond it (the first batch of a pass pays for the restart)
-        self.rewarm = workers * prefetch + 1
+        self.rewarm = self.workers * prefetch + 1
         self.iterator: Any = None
         self.position = 0  # batches read in this pass
         self.passes = 0
@@ -261,7 +262,7 @@ class Feed:
         length = self.length
         if length is None or length >= self.needed:
             return
-        workers = self.rewarm - 1
+        workers = self.rewarm - 1  # the batches the workers prepare ahead
         refill = (
             f"{self.rewarm} to fill its workers' queue of {workers} batches again after a restart"
             if workers
@@ -310,6 +311,8 @@ class Loop:
         #: the first batch on the device: what the model alone is timed on
         self.first: tuple[Any, Any] | None = None
         self._restarts_kept = 0
+        #: the workers' CPU seconds and the clock when the timed steps began
+        self._workers_from: tuple[float, float] | None = None
 
     def _copy(self) -> None:
         """The ``copy`` phase: the batch just read to the device (``non_blocking`` on CUDA: a
@@ -334,6 +337,8 @@ class Loop:
 
     def part(self, left: int) -> int:
         feed = self.feed
+        if self._workers_from is None:
+            self._workers_from = (children_cpu_s(), time.perf_counter())
         room = feed.room()
         if room is not None and room < 1:
             feed.restart()
@@ -352,13 +357,19 @@ class Loop:
     # what a sample keeps
 
     def figures(self, timed: TimedSteps, clock: Clock, policy: TimingPolicy) -> Loading:
+        feed = self.feed
         wait, copy = timed.phases.get("wait", (0.0,)), timed.phases.get("copy", (0.0,))
+        worker_cpu = None  # the workers' CPU while timed, read before the model alone runs
+        if self._workers_from is not None and feed.workers and os.path.exists("/proc/self"):
+            cpu, started = self._workers_from
+            worker_cpu = max(0.0, children_cpu_s() - cpu) / (time.perf_counter() - started)
+        self._workers_from = None
         assert self.first is not None  # the loop ran
         self.batch.images, self.batch.targets = self.first
         # timed as train_step times it: on the CPU the median step, robust to a busy neighbour
-        cuda = self.device.type == "cuda"
-        alone = time_steps(self.train_phases, clock, policy, per_step_wall=not cuda)
-        feed = self.feed
+        alone = time_steps(
+            self.train_phases, clock, policy, per_step_wall=self.device.type != "cuda"
+        )
         restarts, self._restarts_kept = feed.restarts - self._restarts_kept, feed.restarts
         return Loading(
             first_batch_s=feed.first_batch_s or 0.0,
@@ -369,6 +380,7 @@ class Loop:
             batches=feed.length,
             seeded=feed.seeded,
             cpus=_cpus(),
+            worker_cpu=worker_cpu,
         )
 
 

@@ -286,6 +286,10 @@ class Loading:
     seeded: bool = False
     #: the CPUs the sample's process could run on, which more workers could use
     cpus: PositiveInt | None = None
+    #: cores' worth of CPU time the loader's worker processes used while the steps were timed:
+    #: near their number when they compute, far below it when they wait (storage, a sleep);
+    #: ``None`` without workers, or off Linux
+    worker_cpu: NonNegative | None = None
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,8 @@ COPY_SHARE = 0.10
 STARTUP_SHARE = 0.05
 #: mean wait over the median wait above which the waits come in spikes
 SPIKY = 2.0
+#: workers using less than this share of a core each wait on something else than the CPU
+COMPUTING = 0.5
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,8 @@ class InputFigures:
     batches: int | None
     cpus: int | None
     seeded: bool
+    #: cores' worth of CPU the workers used while timed (``None``: not measured)
+    worker_cpu: float | None = None
 
     @classmethod
     def of(cls, m: Measurement | None) -> InputFigures | None:
@@ -57,6 +61,7 @@ class InputFigures:
         mean_wait = statistics.median(lo.wait_s for _, lo in samples)
         median_wait = statistics.median(waits) if len(waits) > len(samples) else mean_wait
         last = samples[-1][1]
+        worker_cpu = [lo.worker_cpu for _, lo in samples if lo.worker_cpu is not None]
         return cls(
             wait_share=statistics.median(lo.wait_s / s.step_time_s for s, lo in samples),
             copy_share=statistics.median(lo.copy_s / s.step_time_s for s, lo in samples),
@@ -67,6 +72,7 @@ class InputFigures:
             batches=last.batches,
             cpus=last.cpus,
             seeded=all(lo.seeded for _, lo in samples),
+            worker_cpu=statistics.median(worker_cpu) if worker_cpu else None,
         )
 
     @property
@@ -108,6 +114,11 @@ class InputFigures:
                 )
             elif workers == 0:
                 found.append("num_workers > 0 (with 0, each batch is made between two steps)")
+            elif self.worker_cpu is not None and self.worker_cpu < COMPUTING * workers:
+                found.append(
+                    f"more workers (num_workers={workers} used {self.worker_cpu:.1f} cores' "
+                    "worth of CPU: they wait on something else, such as storage)"
+                )
             elif self.cpus is None or workers < self.cpus:
                 cpus = f" of {self.cpus} CPUs" if self.cpus else ""
                 found.append(f"more workers (num_workers={workers}{cpus})")
