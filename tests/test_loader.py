@@ -9,11 +9,13 @@ timing."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import signal
 import textwrap
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -718,3 +720,77 @@ def test_a_loader_that_sleeps_far_longer_than_its_step_is_input_bound(
     result = project.runpytest("--cnnperf", "--cnnperf-effort=quick")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*note: test_real: input-bound: the step waited *% of the time*"])
+
+
+def test_a_bad_loader_fails_its_test_with_the_message_and_the_users_line(
+    project: pytest.Pytester,
+) -> None:
+    project.makepyfile(
+        test_bad=textwrap.dedent(
+            """
+            import torch
+            from torch import nn
+            from torch.utils.data import DataLoader, Dataset
+
+
+            class Dicts(Dataset):
+                def __len__(self):
+                    return 64
+
+                def __getitem__(self, i):
+                    return {"image": torch.rand(3, 8, 8), "label": i % 4}
+
+
+            def test_dicts(cnnperf):
+                net = nn.Sequential(nn.Flatten(), nn.Linear(192, 4))
+                cnnperf.train_loop(net, DataLoader(Dicts(), batch_size=2))
+            """
+        )
+    )
+    result = project.runpytest("--cnnperf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "cnnperf: measuring train_loop Sequential bs=2 Dicts workers=0 opt=sgd on cpu failed: "
+            "TypeError: the DataLoader of Dicts yielded a dict with keys 'image', 'label', not "
+            "an (images, targets) pair; * (called at test_bad.py:16 in test_dicts)"
+        ]
+    )
+
+
+# ---- the manual's example ----
+
+MANUAL = Path(__file__).parent.parent / "docs" / "loader.md"
+
+
+def manual_example() -> str:
+    text = MANUAL.read_text(encoding="utf-8")
+    return text.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_manuals_example_reads_torchvisions_fake_images_through_its_transforms() -> None:
+    namespace: dict[str, Any] = {}
+    exec(compile(manual_example(), str(MANUAL), "exec"), namespace)
+    loader = DataLoader(namespace["images"](), batch_size=4, shuffle=True)
+    feed = Feed(loader, 4)
+    feed.read()
+    images, targets = feed.host
+    assert images.shape == (4, 3, 224, 224)
+    assert images.dtype == torch.float32
+    assert targets.shape == (4,)
+
+
+def test_the_manuals_example_has_the_keys_it_says(
+    scripted_project: pytest.Pytester, scripted: Scripted
+) -> None:
+    scripted.script.decorate = waiting
+    scripted_project.makepyfile(test_input=manual_example())
+    result = scripted_project.runpytest("--cnnperf", "--cnnperf-save")
+    result.assert_outcomes(passed=3)
+    baselines = list((scripted_project.path / "baselines").glob("*/test_input.json"))
+    entries = json.loads(baselines[0].read_text())["entries"]
+    assert {key for test in entries.values() for key in test} == {
+        "train_loop resnet18 bs=32 FakeData workers=0 opt=sgd",
+        "train_loop resnet18 bs=32 FakeData workers=4 opt=sgd",
+        "train_loop resnet18-pipeline bs=32 amp=bf16 channels_last opt=sgd",
+    }
