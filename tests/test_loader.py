@@ -794,3 +794,28 @@ def test_the_manuals_example_has_the_keys_it_says(
         "train_loop resnet18 bs=32 FakeData workers=4 opt=sgd",
         "train_loop resnet18-pipeline bs=32 amp=bf16 channels_last opt=sgd",
     }
+
+
+class Shrinking:
+    """A re-iterable whose every pass is one batch shorter than the one before."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        self.count -= 1
+        return iter(pairs(self.count))
+
+
+def test_a_loader_whose_passes_keep_changing_length_is_refused() -> None:
+    workload = build_loop(tiny(), Shrinking(12), LoopSpec(batch_size=2), CPU)
+    loop = workload.loop
+    assert loop is not None
+    with pytest.raises(ValueError) as raised:
+        time_block(loop.phases, CpuClock(), 30, window=loop)
+    assert re.sub(r"after \d+ batches", "after N batches", str(raised.value)) == (
+        "the Shrinking ended inside the timed steps 4 times, its last pass after N batches: "
+        "its passes change length, so the timed steps cannot be kept inside one; give "
+        "train_loop a loader whose passes keep their length, such as a DataLoader over a "
+        "map-style dataset"
+    )

@@ -32,6 +32,8 @@ from .flops import Counts
 from .timing import Clock, Phase, TimedSteps, TimingPolicy, time_steps
 from .workload import Batch, TrainSpec, Workload, build_train
 
+#: timed parts a sample may lose to passes that end sooner than the last one did
+VOIDED_PARTS = 3
 #: what train_loop reads, as messages say it
 PAIRS = (
     "train_loop reads (images, targets) pairs: a Dataset whose __getitem__ returns "
@@ -313,6 +315,7 @@ class Loop:
         self._restarts_kept = 0
         #: the workers' CPU seconds and the clock when the timed steps began
         self._workers_from: tuple[float, float] | None = None
+        self._voided = 0  # timed parts a pass's end made void
 
     def _copy(self) -> None:
         """The ``copy`` phase: the batch just read to the device (``non_blocking`` on CUDA: a
@@ -352,6 +355,14 @@ class Loop:
     def crossed(self) -> bool:
         feed = self.feed
         crossed, feed.in_part, feed.crossed = feed.crossed, False, False
+        self._voided += crossed
+        if self._voided > VOIDED_PARTS:
+            raise ValueError(
+                f"{feed.name} ended inside the timed steps {self._voided} times, its last pass "
+                f"after {feed.length} batches: its passes change length, so the timed steps "
+                "cannot be kept inside one; give train_loop a loader whose passes keep their "
+                "length, such as a DataLoader over a map-style dataset"
+            )
         return crossed
 
     # what a sample keeps
