@@ -1,11 +1,11 @@
 """The ``cnnperf`` fixture's object: describe a benchmark, measure it, gate it, record it.
 
 ``train_step``, ``train_loop``, ``inference`` and ``measure`` turn their arguments into a
-benchmark description
-(``benchmark``); ``_run`` takes the samples the gate asks for (``sampling``: in fresh processes
-by default), look after look, until the gate's decision is final (``gate.sequential``), and
-fails the calling test with the evidence (``reports.explain``) when it regressed. How much to
-measure and how strictly to judge comes resolved in the test's :class:`~gate.policy.Plan`.
+benchmark description (``benchmark``); ``_run`` takes the samples the gate asks for
+(``sampling``: in fresh processes by default), look after look, until the gate's decision is
+final (``gate.sequential``), and fails the calling test with the evidence (``reports.explain``)
+when it regressed. How much to measure and how strictly to judge comes resolved in the test's
+:class:`~gate.policy.Plan`.
 """
 
 from __future__ import annotations

@@ -224,6 +224,16 @@ def test_the_timed_steps_never_hold_a_pass_end_or_its_last_batch() -> None:
     assert all(position >= 2 for passes, position in starts.items() if passes)
 
 
+def test_channels_last_puts_each_batch_in_that_format() -> None:
+    loader = DataLoader(Indexed(12), batch_size=2)
+    workload = build_loop(tiny(), loader, LoopSpec(batch_size=2, channels_last=True), CPU)
+    loop = workload.loop
+    assert loop is not None
+    for _, run in loop.phases:
+        run()
+    assert loop.batch.images.is_contiguous(memory_format=torch.channels_last)
+
+
 def test_a_part_that_ran_into_an_unknown_pass_end_is_timed_again() -> None:
     workload = build_loop(tiny(), Stream(5), LoopSpec(batch_size=2), CPU)
     loop = workload.loop

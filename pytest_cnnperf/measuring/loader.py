@@ -316,6 +316,11 @@ class Loop:
         #: the workers' CPU seconds and the clock when the timed steps began
         self._workers_from: tuple[float, float] | None = None
         self._voided = 0  # timed parts a pass's end made void
+        self._layout: Any = None  # channels_last: the memory format the batch is put in
+        if spec.channels_last:
+            import torch
+
+            self._layout = torch.channels_last
 
     def _copy(self) -> None:
         """The ``copy`` phase: the batch just read to the device (``non_blocking`` on CUDA: a
@@ -323,10 +328,8 @@ class Loop:
         images, targets = self.feed.host
         cuda = self.device.type == "cuda"
         images = images.to(self.device, non_blocking=cuda)
-        if self.spec.channels_last:
-            import torch
-
-            images = images.contiguous(memory_format=torch.channels_last)
+        if self._layout is not None:
+            images = images.contiguous(memory_format=self._layout)
         if hasattr(targets, "to"):
             targets = targets.to(self.device, non_blocking=cuda)
         self.batch.images, self.batch.targets = images, targets

@@ -57,6 +57,7 @@ class InputFigures:
         samples = [(s, s.loading) for s in m.samples if s.loading is not None]
         if not samples:
             return None
+        # each step's wait, where the samples kept their steps (a baseline keeps a median)
         waits = [t for s, _ in samples for t in s.phases.get("wait", ())]
         mean_wait = statistics.median(lo.wait_s for _, lo in samples)
         median_wait = statistics.median(waits) if len(waits) > len(samples) else mean_wait
