@@ -16,7 +16,7 @@ import pytest
 import scipy.stats  # noqa: F401  (imported once, for the in-process runs that gate)
 import torch
 import torchvision
-from factories import ENV
+from factories import ENV, QUIET
 from scripted import Script, Scripted
 from torch import nn
 
@@ -614,9 +614,9 @@ def test_compare_and_modes_show_achieved_flops_per_side_and_mode() -> None:
         ),
     )
     settings = compare.settings_for([], None)
-    pairs, matching = compare.compare([old], [faster], settings)
+    pairs, matching = compare.compare([old], [faster], settings, QUIET)
     loaded = Loaded(Path("old.json"), "results", ())
-    lines = compare.lines(loaded, loaded, pairs, matching, settings)
+    lines = compare.lines(loaded, loaded, pairs, matching, settings, QUIET)
     header = next(line for line in lines if line.startswith("test "))
     assert header.split()[-5:] == ["old", "FLOP/s", "new", "FLOP/s", "verdict"]
     row = next(line for line in lines if line.startswith("test_train[resnet50]"))

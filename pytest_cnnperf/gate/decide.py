@@ -241,12 +241,13 @@ BUSY_CORES = 0.1
 def disturbed(measurement: Measurement) -> tuple[bool, ...]:
     """For each sample, whether something else ran during it: a slow calibration, and its threads
     denied the CPU where that is measured (CPU runs on Linux), erratic step times where it is not
-    (only a clue: a model's own threads can make its steps uneven)."""
+    (only a clue: a model's own threads can make its steps uneven, and a loader's always are)."""
     calibrations = measurement.calibrations
     typical = stats.median(calibrations) if calibrations else None
     return tuple(
         (
             s.cpu_contention is None
+            and s.loading is None  # a loader's batches come in bursts: its steps are uneven
             and len(s.step_times_s) >= 4
             and Spread.of(s.step_times_s).relative_iqr > ERRATIC_SPREAD
         )
