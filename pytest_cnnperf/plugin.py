@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from . import settings, zoo
-from .stash import SAMPLING, SESSION
+from .stash import COUNTING, SAMPLING, SESSION
 
 if TYPE_CHECKING:
     from .measuring.cudnn import CudnnMode
@@ -114,6 +114,12 @@ def pytest_configure(config: pytest.Config) -> None:
                 "--cnnperf-attribution=off (or cnnperf_attribution = off) takes no profile; "
                 "leave one of them out"
             )
+    if session.settings[settings.METRIC] == "instructions" and session.device_type != "cpu":
+        raise pytest.UsageError(
+            f"--cnnperf-metric=instructions counts instructions on the CPU (under Valgrind, "
+            f"which runs no GPU work), and this run measures on {session.device}; add "
+            "--cnnperf-device=cpu, or gate by time: --cnnperf-metric=time"
+        )
     if session.history_target is not None:
         from .history.record import HistoryLink
 
@@ -220,14 +226,26 @@ def pytest_sessionstart(session: pytest.Session) -> Iterator[None]:
     warning = sampling.start(lambda job: child.run_job(session, sampling, job))
     if warning:
         state.warn(warning)
+    ini = {s.ini_name: str(session.config.getini(s.ini_name)) for s in TABLE if s.ini}
+    ini[settings.AGAINST.ini_name] = ""  # the other sides gate against nothing
     if state.against is not None:  # it collects while this process does
         from .revision.against import threads_set
 
         modes = state.settings[settings.CUDNN]
-        ini = {s.ini_name: str(session.config.getini(s.ini_name)) for s in TABLE if s.ini}
-        ini[settings.AGAINST.ini_name] = ""  # the revision's side gates against nothing
         cudnn = ",".join(m.value for m in modes) if modes else None
         state.against.start(session.config, state.device, cudnn, ini, threads_set())
+    if state.device_type == "cpu":
+        _counting(session.config, state, ini)
+
+
+def _counting(config: pytest.Config, state: Session, ini: dict[str, str]) -> None:
+    """Where a benchmark counts instructions (``--cnnperf-metric=instructions``), the
+    counting process that takes its counts, started at the first (then ended with the rest)."""
+    from .revision.counting import CountingRun
+
+    run = CountingRun()
+    config.stash[COUNTING] = run
+    state.counting = lambda: run.sampler(config, ini, state.sample_timeout)
 
 
 def _stop(config: pytest.Config) -> None:
@@ -237,6 +255,9 @@ def _stop(config: pytest.Config) -> None:
     state = _session(config)
     if state is not None and state.against is not None:
         state.against.close()
+    counting = config.stash.get(COUNTING, None)
+    if counting is not None:
+        counting.close()
 
 
 # ---- collection ----

@@ -24,7 +24,7 @@ from . import benchmark
 from .benchmark import ArgumentProblem
 from .gate import sequential
 from .gate.decide import kernels_differ
-from .gate.policy import Plan
+from .gate.policy import COUNTED_STEPS, Plan
 from .gate.sequential import Gating, Next, Pairing, Reference, Saving
 from .measuring.loader import LoopSpec
 from .measuring.workload import InferenceSpec, TrainSpec, Workload
@@ -32,6 +32,7 @@ from .model import (
     BenchConfig,
     Decision,
     Environment,
+    Instructions,
     Measurement,
     NoBaseline,
     Result,
@@ -66,6 +67,12 @@ def _profiled(attribution: str, config: BenchConfig, world_size: int) -> bool:
 def _usage(message: str) -> NoReturn:
     __tracebackhide__ = True
     pytest.fail(f"cnnperf: {message}", pytrace=False)
+
+
+def _usage_if(problem: str | None) -> None:
+    __tracebackhide__ = True
+    if problem is not None:
+        _usage(problem)
 
 
 def _checked(describe: Callable[[], T]) -> T:
@@ -353,6 +360,8 @@ class CnnPerf:
             )
         self._keys.add(key)
         plan = self._plan
+        if plan.gate.metric == "instructions":
+            _usage_if(self._uncountable(config, world_size))
         profiled = _profiled(plan.gate.attribution, config, world_size)
         target = Target(
             site=site,
@@ -437,7 +446,14 @@ class CnnPerf:
             if step.paired and base is not None:
                 base = self._take_pairs(target, step, course, base, taken, base_taken)
             else:
-                taken += self._sampler.take(_asked(target, step), step.samples)
+                batch = self._sampler.take(_asked(target, step), step.samples)
+                if step.instructions and batch:  # kept with the batch's first sample
+                    first = batch[0]
+                    counts = self._count(target)
+                    batch[0] = TakenSample(
+                        dataclasses.replace(first.sample, instructions=counts), first.environment
+                    )
+                taken += batch
             result = self._measured(config, taken)
             if isinstance(course, Pairing):
                 reference = self._measured(config, base_taken) if base and base_taken else None
@@ -454,6 +470,51 @@ class CnnPerf:
                 decision, attribution=dataclasses.replace(found, trace=target.trace)
             )
         return dataclasses.replace(result, decision=decision)
+
+    def _uncountable(self, config: BenchConfig, world_size: int) -> str | None:
+        """Why ``config`` cannot be gated by its instructions, or ``None``."""
+        fix = "gate it by time: @pytest.mark.cnnperf(metric='time')"
+        if self._session.device_type != "cpu":
+            return (
+                f"metric='instructions' counts instructions on the CPU, and this run measures "
+                f"on {self._session.device}; {fix}, or run it with --cnnperf-device=cpu"
+            )
+        if config.compile is not None:
+            return (
+                f"{config.compile.label()} under metric='instructions': compiling under Valgrind "
+                f"takes hours, and a compiled step's kernels are generated code; {fix}"
+            )
+        if config.loader is not None:
+            return (
+                "train_loop under metric='instructions': the loader's worker processes and its "
+                f"waits are not the step's instructions; {fix}, or count the step alone with "
+                "train_step"
+            )
+        if world_size != 1:
+            return (
+                f"world_size={world_size} under metric='instructions': one process is "
+                f"counted; {fix}"
+            )
+        return None
+
+    def _count(self, target: Target) -> Instructions:
+        """The instructions of ``target``'s step, counted in the session's counting process
+        (started at the first count)."""
+        counting = self._session.counting
+        if counting is None:
+            raise BenchmarkError("this process cannot count instructions")
+        counted = dataclasses.replace(
+            target,
+            plan=dataclasses.replace(target.plan, instructions=COUNTED_STEPS),
+            memory_samples=0,
+            counted_samples=0,
+            profile_samples=0,
+            trace=None,
+        )
+        (taken,) = counting().take(counted, 1)
+        if taken.sample.instructions is None:
+            raise BenchmarkError("the counting process returned no instructions")
+        return taken.sample.instructions
 
     def _take_pairs(
         self,

@@ -254,6 +254,20 @@ def parse_compile_modes(value: object) -> tuple[str | None, ...]:
 
 
 #: when the gate names the operators that changed
+METRICS = ("time", "instructions")
+
+
+def parse_metric(value: object) -> str:
+    """What gates throughput: ``time`` or ``instructions``."""
+    text = str(value).strip().lower()
+    if text not in METRICS:
+        raise ValueError(
+            f"{value!r} is not a metric; use time (step time, on any device) or instructions "
+            "(instructions per step counted under callgrind, on the CPU)"
+        )
+    return text
+
+
 ATTRIBUTION_MODES = ("changes", "always", "off")
 
 
@@ -464,6 +478,17 @@ MEMORY_THRESHOLD = Setting(
     "memory_threshold", parse_growth_threshold, "Peak-memory growth that fails a benchmark, "
     "e.g. 5%", flag=True, metavar="PCT", ini=True, marker=True, default=0.05, show=percent
 )
+METRIC = Setting(
+    "metric", parse_metric, "What gates throughput: time (step time) or instructions "
+    "(instructions per step, counted under Valgrind's callgrind in one process per session: "
+    "no noise, CPU runs only; step time is still measured and reported beside)",
+    flag=True, metavar="METRIC", ini=True, marker=True, default="time", show=str
+)
+INSTRUCTIONS_THRESHOLD = Setting(
+    "instructions_threshold", parse_growth_threshold, "Growth of instructions per step that "
+    "fails a benchmark under --cnnperf-metric=instructions, e.g. 1%", flag=True,
+    metavar="PCT", ini=True, marker=True, default=0.01, show=percent
+)
 COMPILE_TIME_THRESHOLD: Setting[float | None] = Setting(
     "compile_time_threshold", parse_growth_threshold, "Compile-time growth that fails a "
     "compiled benchmark, e.g. 50%. Default: none (compile time is reported against the "
@@ -579,6 +604,8 @@ SETTINGS: tuple[Setting[Any], ...] = (
     MACHINE,
     THRESHOLD,
     MEMORY_THRESHOLD,
+    METRIC,
+    INSTRUCTIONS_THRESHOLD,
     COMPILE_TIME_THRESHOLD,
     EFFORT,
     STRICT,

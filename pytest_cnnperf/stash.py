@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from .revision.counting import CountingRun
     from .sampling.manager import Sampling
     from .sampling.stopping import Stopping
     from .session import Session
@@ -21,3 +22,5 @@ SESSION: pytest.StashKey[Session] = pytest.StashKey()
 SAMPLING: pytest.StashKey[Sampling] = pytest.StashKey()
 #: how the session stops on SIGINT and SIGTERM
 STOPPING: pytest.StashKey[Stopping] = pytest.StashKey()
+#: the process that counts instructions (``--cnnperf-metric=instructions``), once started
+COUNTING: pytest.StashKey[CountingRun] = pytest.StashKey()

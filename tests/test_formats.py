@@ -32,6 +32,7 @@ from pytest_cnnperf.model import (
     CompileSetting,
     ComputesOtherwise,
     CountChange,
+    CountsMoved,
     Creep,
     CudaGraphsSkipped,
     Decision,
@@ -50,6 +51,7 @@ from pytest_cnnperf.model import (
     MemoryPeak,
     NewGraphBreaks,
     NoBaseline,
+    NoCounts,
     NoiseProfile,
     NoiseProfileFile,
     NoisyCalibration,
@@ -58,6 +60,7 @@ from pytest_cnnperf.model import (
     NotCounted,
     NotSaved,
     NumbersDiffer,
+    OperatorCountsChanged,
     OtherKernels,
     Peak,
     ProfileFailed,
@@ -158,6 +161,9 @@ REASONS: tuple[Reason, ...] = (
         likely_cause="torch 2.5 -> 2.14",
     ),
     OtherKernels(("CPU capability AVX2 -> AVX512",)),
+    NoCounts(),
+    CountsMoved(0.004, 0.001),
+    OperatorCountsChanged((("aten::conv2d", 6_930_000, 8_460_000),)),
     NotSaved("the run was interrupted"),
     Remark("creep: worse than the best of its last 5 runs", "creep"),
 )
@@ -629,7 +635,8 @@ SAMPLE = ["results", 2, "measurement", "samples", 3]
             "'software-changed', 'disturbed', 'unequal-pairs', 'untrustworthy-gpu', "
             "'sampling-changed', 'new-graph-breaks', 'recompiled', "
             "'slower-compile', 'cuda-graphs-skipped', 'creep', 'no-profile', 'profile-failed', "
-            "'imprecise-baseline', 'structure-regressed', 'structure-changed', 'not-counted', "
+            "'imprecise-baseline', 'no-counts', 'counts-moved', 'operator-counts-changed', "
+            "'structure-regressed', 'structure-changed', 'not-counted', "
             "'computes-otherwise', 'other-kernels', "
             "'not-saved', 'remark'",
         ),

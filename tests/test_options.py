@@ -228,7 +228,7 @@ def test_cudnn_modes_on_the_cpu_are_a_usage_error(pytester: pytest.Pytester) -> 
         ("threshold='lots'", "*@pytest.mark.cnnperf(threshold='lots'): 'lots' is not a threshold*"),
         (
             "speed=1",
-            "*@pytest.mark.cnnperf got unknown argument(s) speed; accepted: threshold, memory_threshold, compile_time_threshold, effort, strict, attribution, structure, allowed_syncs",
+            "*@pytest.mark.cnnperf got unknown argument(s) speed; accepted: threshold, memory_threshold, metric, instructions_threshold, compile_time_threshold, effort, strict, attribution, structure, allowed_syncs",
         ),
         ("effort='max'", "*@pytest.mark.cnnperf(effort='max'): 'max' is not an effort level*"),
         (

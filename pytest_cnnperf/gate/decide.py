@@ -25,20 +25,24 @@ from ..model import (
     CalibrationChanged,
     Comparison,
     CompileComparison,
+    CountsMoved,
     CudaGraphsSkipped,
     Decision,
     Disturbance,
     Disturbed,
     DriftUncovered,
     Environment,
+    Instructions,
     Look,
     MachineDrift,
     Measurement,
     NewGraphBreaks,
     NoBaseline,
+    NoCounts,
     NoiseProfile,
     NoisyCalibration,
     NoProfile,
+    OperatorCountsChanged,
     OtherKernels,
     ProfileFailed,
     Reason,
@@ -218,6 +222,65 @@ def compare_memory(
         baseline_samples=len(baseline),
         current_samples=len(current),
     )
+
+
+#: how much unchanged code's instructions per step differ between counting processes, at
+#: most (docs/validation.md measures it): a larger move is the code's
+INSTRUCTIONS_SPREAD = 0.001
+
+
+def compare_instructions(
+    baseline: Instructions, current: Instructions, threshold: float
+) -> Comparison:
+    """Instructions per step against the reference's: counts have no noise to test, so a growth
+    past ``threshold`` is a regression and a drop past it an improvement."""
+    base, now = baseline.per_step, current.per_step
+    change = now / base - 1 if base else 0.0
+    if change > threshold:
+        verdict = Verdict.REGRESSED
+    elif change < -threshold:
+        verdict = Verdict.IMPROVED
+    else:
+        verdict = Verdict.OK
+    return Comparison(
+        metric="instructions",
+        baseline=base,
+        current=now,
+        change=change,
+        threshold=threshold,
+        verdict=verdict,
+        baseline_samples=len(baseline.steps),
+        current_samples=len(current.steps),
+    )
+
+
+#: operators named where instructions changed; a change smaller than this share of the step's
+#: is not named
+OPERATORS_NAMED, SMALLEST_SHARE = 5, 0.01
+
+
+def operator_counts(
+    baseline: Instructions, current: Instructions
+) -> tuple[tuple[str, int, int], ...]:
+    """The operators whose instructions changed most, callees included. An operator and the
+    ones it calls (``conv2d`` > ``convolution`` > ``mkldnn_convolution``) carry the same change:
+    only the first of a chain of changes within 2% of each other is named."""
+    before = {o.name: o.instructions for o in baseline.operators}
+    now = {o.name: o.instructions for o in current.operators}
+    least = SMALLEST_SHARE * baseline.per_step
+    deltas = sorted(
+        ((name, before.get(name, 0), now.get(name, 0)) for name in {*before, *now}),
+        key=lambda row: (-abs(row[2] - row[1]), -row[2]),
+    )
+    named: list[tuple[str, int, int]] = []
+    for name, old, new in deltas:
+        delta = new - old
+        if abs(delta) < least or len(named) == OPERATORS_NAMED:
+            break
+        if any(abs(delta - (n - o)) <= 0.02 * abs(n - o) for _, o, n in named):
+            continue  # the same change again, seen through the operator it calls
+        named.append((name, old, new))
+    return tuple(named)
 
 
 def combine(*verdicts: Verdict) -> Verdict:
@@ -668,11 +731,35 @@ def decide(
         dataclasses.replace(r, likely_cause=cause) if isinstance(r, ComputesOtherwise) else r
         for r in structure_reasons
     )
-    reasons = [*throughput.reasons, *compile_reasons, *structure_reasons]
+    # with the counts gating throughput, the time's reasons (the machine's drift and noise)
+    # explain a figure that decides nothing
+    timed = throughput.reasons if settings.metric == "time" else ()
+    reasons = [*timed, *compile_reasons, *structure_reasons]
     memory = None
     if before.memory_peaks and measurement.memory_peaks:
         memory = compare_memory(before.memory_peaks, measurement.memory_peaks, settings)
     speed = throughput.verdict
+    counts = None
+    if settings.metric == "instructions":  # the counts gate throughput; the time is reported
+        if before.instructions is None or measurement.instructions is None:
+            return Decision(
+                verdict=Verdict.NEW,
+                throughput=throughput.comparison,
+                failed=settings.strict,
+                reasons=(NoCounts(), *reasons),
+                baseline_file=baseline_file,
+                against=against,
+            )
+        counts = compare_instructions(
+            before.instructions, measurement.instructions, settings.instructions_threshold
+        )
+        speed = counts.verdict
+        if speed is Verdict.OK and abs(counts.change) > INSTRUCTIONS_SPREAD:
+            reasons.append(CountsMoved(counts.change, INSTRUCTIONS_SPREAD))
+        if speed in CHANGES:
+            changed = operator_counts(before.instructions, measurement.instructions)
+            if changed:
+                reasons.append(OperatorCountsChanged(changed))
     if kernels:  # another kind of machine's figures: never a change, nor its absence
         reasons.append(OtherKernels(kernels))
         speed = Verdict.INCONCLUSIVE
@@ -691,8 +778,10 @@ def decide(
         settings.strict and (verdict is Verdict.INCONCLUSIVE or bool(changes) or computes_otherwise)
     )
     comparison = throughput.comparison
-    if comparison.verdict is not speed:
+    if counts is None and comparison.verdict is not speed:
         comparison = dataclasses.replace(comparison, verdict=speed)
+    if counts is not None and kernels:
+        counts = dataclasses.replace(counts, verdict=speed)
     return Decision(
         verdict=verdict,
         throughput=comparison,
@@ -703,6 +792,7 @@ def decide(
         failed=failed,
         compile=compiled,
         against=against,
+        instructions=counts,
     )
 
 

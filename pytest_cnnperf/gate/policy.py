@@ -23,6 +23,9 @@ from .design import Design, doubling
 #: samples at a gated run's first look: the fewest whose exact test can reach a look's share of
 #: the false-alarm rate against a baseline of a dozen
 FIRST_LOOK = 3
+#: steps whose instructions are counted (``--cnnperf-metric=instructions``), after one
+#: instrumented step uncounted: their median is the figure, their spread a check
+COUNTED_STEPS = 3
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,10 @@ class GateSettings:
     #: and the host-device synchronisations per step it may add
     structure: frozenset[str] = GATED_BY_DEFAULT
     allowed_syncs: int = 0
+    #: what gates throughput: ``time`` or ``instructions`` (counted under callgrind), and the
+    #: growth of instructions per step that fails
+    metric: str = "time"
+    instructions_threshold: float = 0.01
 
 
 @dataclass(frozen=True)
@@ -227,6 +234,8 @@ def plan(values: Settings, configuration: Configuration, device_type: str) -> Pl
             attribution=values[s.ATTRIBUTION],
             structure=values[s.STRUCTURE],
             allowed_syncs=values[s.ALLOWED_SYNCS],
+            metric=values[s.METRIC],
+            instructions_threshold=values[s.INSTRUCTIONS_THRESHOLD],
         ),
         save=values[s.SAVE],
         trace=values[s.TRACE],

@@ -69,13 +69,15 @@ class Next:
     """What the runner samples next: how many samples, and how many of them (the first ones)
     also measure peak memory, count the step (its FLOPs, operators and first numbers) and
     profile its operators. ``paired``: as many samples of the revision gated against, in turn
-    with these, the same ones measuring, counting and profiling."""
+    with these, the same ones measuring, counting and profiling. ``instructions``: also count
+    the step's instructions, in the counting process (``--cnnperf-metric=instructions``)."""
 
     samples: int
     memory: int = 0
     counted: int = 0
     profile: int = 0
     paired: bool = False
+    instructions: bool = False
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,11 @@ class Gating:
         count = self.design.looks[0]
         always = self._profiled and self.settings.attribution == "always"
         return Next(
-            count, memory=1, counted=1, profile=min(count, PROFILED_SAMPLES) if always else 0
+            count,
+            memory=1,
+            counted=1,
+            profile=min(count, PROFILED_SAMPLES) if always else 0,
+            instructions=self.settings.metric == "instructions",
         )
 
     def look(self, result: Result, base: Result | None = None) -> tuple[Decision, Next | None]:
@@ -169,6 +175,8 @@ class Gating:
         decision, creep_open = self._creep(decision, result, look)
         last = self._index == len(self.design.looks) - 1
         undecided = throughput.verdict is Verdict.INCONCLUSIVE and throughput.settles
+        if self.settings.metric == "instructions":  # one count decides; the time is reported
+            undecided = False
         if not last and throughput.quiet and (undecided or creep_open):
             self._index += 1
             count = self.design.looks[self._index] - taken
@@ -227,8 +235,8 @@ class Gating:
         ``attribution="always"``, until three samples took one; none when the baseline has no
         profile to compare them with (the decision then says so)."""
         entry = self._reference.entry if self._reference else None
-        if not self._profiled or entry is None:
-            return 0
+        if not self._profiled or entry is None or self.settings.metric == "instructions":
+            return 0  # instructions name their operators from the counts themselves
         if entry.measured.profile is None and not self.paired:  # the reference profiles too
             return 0
         if not change and self.settings.attribution != "always":
@@ -322,7 +330,13 @@ class Saving:
     def first(self) -> Next:
         count = self.least
         profile = min(count, PROFILED_SAMPLES) if self._profiled else 0
-        return Next(count, memory=min(count, MEMORY_CONFIRMATIONS), counted=1, profile=profile)
+        return Next(
+            count,
+            memory=min(count, MEMORY_CONFIRMATIONS),
+            counted=1,
+            profile=profile,
+            instructions=self.settings.metric == "instructions",
+        )
 
     def look(self, result: Result) -> tuple[Decision, Next | None]:
         measurement = result.measured

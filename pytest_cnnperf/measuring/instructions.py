@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..model import Instructions, OperatorInstructions
+
 #: the helper: each function issues one of callgrind's client requests (no-ops off Valgrind)
 HELPER_SOURCE = """\
 #include "callgrind.h"
@@ -127,6 +129,22 @@ class Requests:
         self._lib.cnnperf_dump(label.encode())
 
 
+#: the environment variable naming the folder the counting process's callgrind files are in
+#: (``--callgrind-out-file=<folder>/cg.%p``: a file per process, a part per dump)
+OUT_ENV = "CNNPERF_CALLGRIND_OUT"
+
+
+def output_file(pid: int | None = None) -> Path:
+    """This process's callgrind output file, as the counting process was started to write it."""
+    folder = os.environ.get(OUT_ENV)
+    if not folder:
+        raise InstructionsProblem(
+            "this process was not started to count instructions (no callgrind output folder); "
+            "counts are taken by the process --cnnperf-metric=instructions starts"
+        )
+    return Path(folder) / f"cg.{pid or os.getpid()}"
+
+
 #: a dump's label: the step (from 0) and the phase
 LABEL = "cnnperf step {step} {phase}"
 _LABEL = re.compile(r"cnnperf step (\d+) (\S+)")
@@ -157,11 +175,13 @@ def count_steps(
 
 @dataclass(frozen=True)
 class Dump:
-    """One dump of a callgrind output file: its label's step and phase, and its instructions."""
+    """One dump of a callgrind output file: its label's step and phase, its instructions, and
+    the part of the file it was written to."""
 
     step: int
     phase: str
     instructions: int
+    path: Path
 
 
 def read_dumps(path: Path) -> list[Dump]:
@@ -176,10 +196,54 @@ def read_dumps(path: Path) -> list[Dump]:
             elif line.startswith("totals:"):
                 total = int(line.split()[1])
         if label is not None and total is not None:
-            found.append(Dump(int(label.group(1)), label.group(2), total))
+            found.append(Dump(int(label.group(1)), label.group(2), total, part))
     return found
+
+
+def counted(dumps: Sequence[Dump], capability: str | None, seconds: float) -> Instructions:
+    """The instructions of counted steps from their dumps, with the operators of the last."""
+    phases: dict[str, list[int]] = {}
+    for dump in sorted(dumps, key=lambda d: d.step):
+        phases.setdefault(dump.phase, []).append(dump.instructions)
+    last = max(d.step for d in dumps)
+    return Instructions(
+        phases={name: tuple(counts) for name, counts in phases.items()},
+        capability=capability,
+        operators=operators([d.path for d in dumps if d.step == last]),
+        seconds=seconds,
+    )
 
 
 def _part_number(path: Path) -> int:
     suffix = path.suffix.lstrip(".")
     return int(suffix) if suffix.isdigit() else -1
+
+
+#: an operator's row in ``callgrind_annotate --inclusive=yes``: its count and its entry point
+_OPERATOR = re.compile(r"^\s*([0-9,]+)\s.*?at::_ops::(\w+)::call\(")
+#: the operators an instruction count keeps, by instructions
+OPERATORS_KEPT = 40
+
+
+def operators(parts: Sequence[Path]) -> tuple[OperatorInstructions, ...]:
+    """The ATen operators of the dumps ``parts`` (a step's phases), by instructions with their
+    callees (callgrind's inclusive cost of ``at::_ops::<op>::call``), most first; none where
+    callgrind_annotate is missing or fails (the count stands without them)."""
+    annotate = shutil.which("callgrind_annotate")
+    totals: dict[str, int] = {}
+    if annotate is None:
+        return ()
+    for part in parts:
+        done = subprocess.run(
+            [annotate, "--inclusive=yes", "--threshold=100", "--show-percs=no", str(part)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        for line in done.stdout.splitlines():
+            found = _OPERATOR.match(line)
+            if found:
+                name = f"aten::{found.group(2)}"
+                totals[name] = totals.get(name, 0) + int(found.group(1).replace(",", ""))
+    ranked = sorted(totals.items(), key=lambda item: -item[1])[:OPERATORS_KEPT]
+    return tuple(OperatorInstructions(name, count) for name, count in ranked)

@@ -22,6 +22,7 @@ from . import (
     energy,
     environment,
     flops,
+    instructions,
     memory,
     nvml,
     profile,
@@ -46,6 +47,8 @@ class SamplePlan:
     machine: str | None = None
     #: the device's peak as the project states it (``cnnperf_peak_tflops``)
     peak_tflops: PeakSetting | None = None
+    #: steps to count the instructions of instead of timing (in a process under callgrind)
+    instructions: int = 0
 
 
 def clock_for(device: Any) -> Clock:
@@ -71,6 +74,8 @@ def take_sample(
     operators and compute its first steps' numbers (once per benchmark: they do not vary);
     ``profile_pass``: also profile the step's operators, last,
     and write the profiled steps as a Chrome trace to ``trace`` when given."""
+    if plan.instructions:
+        return counted_sample(workload, device, plan)
     policy = plan.timing
     cuda = device.type == "cuda"
     clock = clock or clock_for(device)
@@ -159,6 +164,56 @@ def take_sample(
     env = environment.capture(device, plan.machine, driver)
     if workload.compiled:
         env = dataclasses.replace(env, compiler=compiled.compiler_stack(device.type))
+    return sample, env
+
+
+#: steps run before counting, uninstrumented: lazy initialisation, the allocator's growth and
+#: the interpreter's specialising happen there, not in the counts
+COUNT_WARMUP_STEPS = 3
+
+
+def counted_sample(workload: Workload, device: Any, plan: SamplePlan) -> tuple[Sample, Environment]:
+    """A sample whose figure is the instructions of ``plan.instructions`` steps, counted under
+    callgrind phase by phase, on one thread with the garbage collector off (collection is per
+    thread, and a collection's work is not the step's); its step time is Valgrind's, which says
+    nothing of the machine's speed and is never compared."""
+    import gc
+    import time
+
+    import torch
+
+    requests = instructions.Requests()
+    if not requests.running():
+        raise instructions.InstructionsProblem(
+            "the counting process does not run under Valgrind; --cnnperf-metric=instructions "
+            "starts one itself"
+        )
+    if torch.get_num_threads() != 1:
+        raise instructions.InstructionsProblem(
+            f"torch runs {torch.get_num_threads()} threads in the counting process; callgrind "
+            "counts one thread, so the others' work would drop out of the count"
+        )
+    for _ in range(COUNT_WARMUP_STEPS):
+        for _, run in workload.phases:
+            run()
+    gc.collect()
+    gc.disable()
+    started = time.perf_counter()
+    try:
+        instructions.count_steps(requests, workload.phases, plan.instructions)
+    finally:
+        gc.enable()
+    seconds = time.perf_counter() - started
+    dumps = instructions.read_dumps(instructions.output_file())
+    if not dumps:
+        raise instructions.InstructionsProblem("callgrind wrote no counts for the counted steps")
+    env = environment.capture(device, plan.machine, None)
+    counts = instructions.counted(dumps, env.cpu_capability, seconds)
+    sample = Sample(
+        step_time_s=seconds / (plan.instructions + 1),
+        instructions=counts,
+        parameters=_parameters(workload.model),
+    )
     return sample, env
 
 

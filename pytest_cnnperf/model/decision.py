@@ -857,6 +857,60 @@ class OtherKernels(Because):
 
 
 @dataclass(frozen=True)
+class NoCounts(Because):
+    """The reference has no instruction count to gate against: it was measured by time."""
+
+    kind = "no-counts"
+
+    def __str__(self) -> str:
+        return (
+            "the baseline has no instruction count (it was recorded with --cnnperf-metric=time), "
+            "so nothing was gated by instructions; record it again with --cnnperf-save "
+            "--cnnperf-metric=instructions"
+        )
+
+
+@dataclass(frozen=True)
+class CountsMoved(Because):
+    """Instructions per step moved by more than unchanged code's counts differ between
+    processes, though less than the threshold: something in the step changed."""
+
+    kind = "counts-moved"
+    #: the change of instructions per step
+    change: float
+    #: how much unchanged code's counts differ between processes, at most
+    spread: NonNegative
+
+    def __str__(self) -> str:
+        return (
+            f"instructions per step moved by {units.change(self.change)}, more than unchanged "
+            f"code's counts differ between processes ({units.percent(self.spread)}): the step "
+            "runs other code than the baseline's, by less than the threshold"
+        )
+
+
+@dataclass(frozen=True)
+class OperatorCountsChanged(Because):
+    """The operators whose instructions changed most from the reference's, callees included:
+    what an instruction-count change is made of (``--cnnperf-metric=instructions``)."""
+
+    kind = "operator-counts-changed"
+    #: ``(operator, instructions a step before, now)``, largest change first
+    changes: tuple[tuple[str, Count, Count], ...]
+
+    def lines(self) -> list[str]:
+        """A row per operator: ``aten::conv2d +1.53 M instructions a step (6.93 M -> 8.46 M)``."""
+        return [
+            f"{name} {'+' if after >= before else '-'}{units.count(abs(after - before))} "
+            f"instructions a step ({units.count(before)} -> {units.count(after)})"
+            for name, before, after in self.changes
+        ]
+
+    def __str__(self) -> str:
+        return "operators by instructions: " + "; ".join(self.lines())
+
+
+@dataclass(frozen=True)
 class ImpreciseBaseline(Because):
     """A save reached its most samples before its median step time was as precise as the gate
     wants it."""
@@ -926,6 +980,9 @@ Reason = (
     | NoProfile
     | ProfileFailed
     | ImpreciseBaseline
+    | NoCounts
+    | CountsMoved
+    | OperatorCountsChanged
     | StructureRegressed
     | StructureChanged
     | NotCounted
@@ -967,6 +1024,9 @@ class Decision:
     #: and its samples
     against: Against | None = None
     reference: Measurement | None = None
+    #: ``--cnnperf-metric=instructions``: instructions per step against the reference's, which
+    #: gate throughput in place of the step time (then reported beside, not gated)
+    instructions: Comparison | None = None
 
     @property
     def creep(self) -> Reason | None:

@@ -293,6 +293,51 @@ class Loading:
 
 
 @dataclass(frozen=True)
+class OperatorInstructions:
+    """An ATen operator's instructions in a counted step, its callees' included (callgrind's
+    inclusive cost of ``at::_ops::<name>::call``)."""
+
+    #: ``aten::convolution_backward``
+    name: str
+    #: its instructions in the step, its callees' included
+    instructions: Count
+
+
+@dataclass(frozen=True)
+class Instructions:
+    """The instructions a benchmark's steps executed, counted under Valgrind's callgrind in one
+    process: each counted step phase by phase. Counts do not vary with the machine's load; they
+    vary with the code, the torch build and the instruction set its kernels were picked for."""
+
+    #: per phase (forward, backward, optimizer; ``step`` for a step of one phase), the count
+    #: of each counted step
+    phases: dict[str, tuple[Count, ...]]
+    #: the instruction set torch dispatched to under Valgrind (which has no AVX-512)
+    capability: str | None = None
+    #: the operators of the last counted step with the most instructions, callees included
+    operators: tuple[OperatorInstructions, ...] = ()
+    #: the wall time the counting took, Valgrind's start excluded
+    seconds: NonNegative = 0.0
+
+    @property
+    def steps(self) -> tuple[int, ...]:
+        """Each counted step's instructions, all its phases together."""
+        counts = list(self.phases.values())
+        return tuple(sum(step) for step in zip(*counts, strict=True)) if counts else ()
+
+    @property
+    def per_step(self) -> float:
+        """The median counted step's instructions: the figure the gate compares."""
+        return float(statistics.median(self.steps))
+
+    @property
+    def spread(self) -> float:
+        """How far the counted steps differ from each other, as a fraction of the median."""
+        steps = self.steps
+        return (max(steps) - min(steps)) / self.per_step if steps and self.per_step else 0.0
+
+
+@dataclass(frozen=True)
 class Sample:
     """One independent measurement: a fresh process (or one in-process round) of timed steps,
     with what was measured around them.
@@ -344,6 +389,9 @@ class Sample:
     #: ``train_loop``: what the sample measured of the loader (the step time is end to end:
     #: waiting for the batch, copying it, and the train step)
     loading: Loading | None = None
+    #: ``--cnnperf-metric=instructions``: the step's instructions, counted in a process under
+    #: callgrind, kept with the benchmark's first sample
+    instructions: Instructions | None = None
 
     def without_steps(self) -> Sample:
         """The sample as a baseline keeps it: each phase's median instead of its steps."""
@@ -392,6 +440,7 @@ class Measurement:
     structure = Once[Structure]()
     structure_error = Once[str]()
     numbers = Once[StepNumbers]()
+    instructions = Once[Instructions]()
     profile_error = Once[str]()
 
     def without_steps(self) -> Measurement:

@@ -15,6 +15,7 @@ from ..model import (
     Decision,
     Measurement,
     NoBaseline,
+    OperatorCountsChanged,
     Remark,
     Result,
     Verdict,
@@ -63,10 +64,18 @@ def compared(results: Sequence[Result]) -> list[str]:
 
 
 def comparison_lines(
-    comparison: Comparison, unit: str, where: str = "in the baseline"
+    comparison: Comparison, unit: str, where: str = "in the baseline", gated: bool = True
 ) -> list[str]:
     """A comparison's figures and evidence; ``where``: where the figures compared with were
-    measured (:func:`reference`)."""
+    measured (:func:`reference`); ``gated``: whether the comparison decided (a throughput
+    beside instruction counts is reported only)."""
+    if comparison.metric == "throughput" and not gated:
+        return [
+            f"throughput  {units.rate(comparison.current, unit)} now, "
+            f"{units.rate(comparison.baseline, unit)} {where}: "
+            f"{units.change(-(comparison.raw_change or comparison.change))} as measured "
+            "(reported, not gated: instructions gate throughput)"
+        ]
     if comparison.metric == "throughput":
         measured = (
             f"throughput  {units.rate(comparison.current, unit)} now, "
@@ -82,6 +91,13 @@ def comparison_lines(
         lines = [measured + f" (fails below -{units.percent(comparison.threshold)})"]
         lines += [f"            {line}" for line in comparison.evidence()]
         return lines
+    if comparison.metric == "instructions":
+        return [
+            f"instructions {units.count(round(comparison.current))} a step now, "
+            f"{units.count(round(comparison.baseline))} {where}: "
+            f"{units.change(comparison.change)} (fails above "
+            f"+{units.percent(comparison.threshold)}; counted under callgrind: no noise)"
+        ]
     return [
         f"memory      {units.nbytes(comparison.current)} now, "
         f"{units.nbytes(comparison.baseline)} {where} at peak: "
@@ -136,11 +152,8 @@ def failure(result: Result) -> str:
 
 
 def _regressed_metrics(decision: Decision) -> list[str]:
-    return [
-        c.metric
-        for c in (decision.throughput, decision.memory)
-        if c and c.verdict is Verdict.REGRESSED
-    ]
+    gated = (decision.instructions or decision.throughput, decision.memory)
+    return [c.metric for c in gated if c and c.verdict is Verdict.REGRESSED]
 
 
 def attribution_lines(attribution: Attribution, limit: int = 5) -> list[str]:
@@ -208,8 +221,13 @@ def _evidence(decision: Decision, unit: str, input_line: str | None = None) -> l
     figures, under its throughput)."""
     lines: list[str] = []
     where = reference(decision)
+    if decision.instructions:
+        lines += ["  " + line for line in comparison_lines(decision.instructions, unit, where)]
     if decision.throughput:
-        lines += ["  " + line for line in comparison_lines(decision.throughput, unit, where)]
+        gated = decision.instructions is None
+        lines += [
+            "  " + line for line in comparison_lines(decision.throughput, unit, where, gated=gated)
+        ]
     if input_line:
         lines.append("  " + input_line)
     if decision.memory:
@@ -218,6 +236,10 @@ def _evidence(decision: Decision, unit: str, input_line: str | None = None) -> l
         lines += ["  " + line for line in compile_lines(decision.compile)]
     if decision.attribution:
         lines += attribution_lines(decision.attribution)
+    for reason in decision.reasons:
+        if isinstance(reason, OperatorCountsChanged):
+            rows = reason.lines()
+            lines += [f"  {'operators' if i == 0 else '':<12}{row}" for i, row in enumerate(rows)]
     lines += [f"  {reason}" for reason in decision.reasons if failure_of(reason)]
     lines += [f"  environment changed: {change}" for change in decision.environment_changes]
     lines += [f"  note: {note}" for note in notes(decision, compile_failures=False)]
@@ -396,7 +418,7 @@ def notes(decision: Decision, compile_failures: bool = True) -> list[str]:
     return [
         str(reason)
         for reason in decision.reasons
-        if not isinstance(reason, NoBaseline)
+        if not isinstance(reason, NoBaseline | OperatorCountsChanged)
         and not (isinstance(reason, Remark) and reason.role == "no-baseline")
         and (compile_failures or not failure_of(reason))
     ]

@@ -195,8 +195,7 @@ def render(results: Sequence[Result], verbose: bool = False) -> str:
             "</details>",
         )
     ]
-    if any(r.decision and r.decision.throughput for r in results):
-        lines += ["", f"_{table.CHANGE_LEGEND}_"]
+    lines += [line for legend in table.legends(results) for line in ("", f"_{legend}_")]
     legend = table.efficiency_legend(results)
     if legend:
         lines += ["", *[f"_{text(line)}_" for line in legend]]

@@ -14,6 +14,7 @@ from ..model import (
     Environment,
     Measurement,
     NewGraphBreaks,
+    OperatorCountsChanged,
     Result,
     Verdict,
     units,
@@ -45,6 +46,10 @@ class Row:
     throughput_change: str = "-"
     #: ``train_loop``: the share of a step spent waiting for the next batch
     input_wait: str = "-"
+    #: ``--cnnperf-metric=instructions``: instructions per step, and their change (the
+    #: figure gated: the throughput's change is then reported only)
+    instructions: str = "-"
+    instructions_change: str = "-"
     memory: str = "-"
     baseline_memory: str = "-"
     memory_change: str = "-"
@@ -80,6 +85,8 @@ COLUMNS = (
     Column("baseline_throughput", "baseline", figure=True),
     Column("throughput_change", "change", figure=True),
     Column("input_wait", "input wait", figure=True),
+    Column("instructions", "instructions", figure=True),
+    Column("instructions_change", "change", figure=True),
     Column("memory", "peak mem", figure=True),
     Column("baseline_memory", "baseline", figure=True),
     Column("memory_change", "change", figure=True),
@@ -102,6 +109,8 @@ OPTIONAL = frozenset(
         "baseline_throughput",
         "throughput_change",
         "input_wait",
+        "instructions",
+        "instructions_change",
         "memory",
         "baseline_memory",
         "memory_change",
@@ -122,6 +131,20 @@ CHANGE_LEGEND = (
     "change: the gate's estimate of the throughput change over the samples of the look that "
     "decided (positive: faster), allowing for the machine's speed where a note says so"
 )
+#: what the instructions columns are, where a row has them
+INSTRUCTIONS_LEGEND = (
+    "instructions: a step's, counted under callgrind, and their change (positive: more), "
+    "which gate throughput in place of the step time"
+)
+
+
+def legends(results: Sequence[Result]) -> list[str]:
+    """The legends of the change columns the results fill."""
+    decisions = [r.decision for r in results if r.decision]
+    found = [CHANGE_LEGEND] if any(d.throughput for d in decisions) else []
+    if any(d.instructions for d in decisions):
+        found.append(INSTRUCTIONS_LEGEND)
+    return found
 
 
 def short_key(config: BenchConfig) -> str:
@@ -173,6 +196,8 @@ def row(result: Result) -> Row:
         baseline_throughput=units.rate(baseline_rate(result), m.unit),
         throughput_change=gain(d.throughput) if d and d.throughput else "-",
         input_wait=loader.wait_cell(m),
+        instructions=_instructions(m),
+        instructions_change=(units.change(d.instructions.change) if d and d.instructions else "-"),
         memory=units.nbytes(m.peak_allocated_bytes),
         baseline_memory=units.nbytes(d.memory.baseline) if d and d.memory else "-",
         memory_change=units.change(d.memory.change) if d and d.memory else "-",
@@ -188,10 +213,17 @@ def row(result: Result) -> Row:
     )
 
 
+def _instructions(m: Measurement) -> str:
+    """``22.8 M a step``: the counted steps' median instructions."""
+    counted = m.instructions
+    return f"{units.count(round(counted.per_step))} a step" if counted else "-"
+
+
 def _operators(d: Decision | None) -> tuple[str, ...]:
+    counted = [r for r in d.reasons if isinstance(r, OperatorCountsChanged)] if d else []
     attribution = d.attribution if d else None
     if attribution is None:
-        return ()
+        return tuple(line for r in counted for line in r.lines())
     lines = attribution.lines()
     if attribution.trace:
         lines.append(f"trace: {explain.display_path(attribution.trace)}")

@@ -40,8 +40,7 @@ def styled_lines(
     notes = [f"note: {r.test}: {note}" for r in rows for note in r.notes]
     notes += [f"operators: {r.test}: {line}" for r in rows for line in r.operators]
     notes[:0] = table.efficiency_legend(results)
-    if any(r.decision and r.decision.throughput for r in results):
-        notes.insert(0, table.CHANGE_LEGEND)
+    notes[:0] = table.legends(results)
     if notes:
         out += [("", None), *[(n, None) for n in notes]]
     out.append(("", None))

@@ -67,10 +67,12 @@ class BaseSampler(ProcessSampler):
 
 @dataclasses.dataclass(frozen=True)
 class Launch:
-    """How the base process is started: its command line and folder."""
+    """How the base process is started: its command line, folder, and what its environment
+    adds to this process's."""
 
     command: tuple[str, ...]
     cwd: Path
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def launch(
@@ -186,7 +188,7 @@ class BaseSide:
             process = subprocess.Popen(
                 how.command,
                 cwd=how.cwd,
-                env={**os.environ, ENV: order_text(order)},
+                env={**os.environ, **how.env, ENV: order_text(order)},
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,

@@ -1,0 +1,115 @@
+"""The counting process of ``--cnnperf-metric=instructions``: this checkout's pytest process
+again, under Valgrind's callgrind, that collects the same tests and takes the counted samples
+the run asks for (``measuring.instructions``), through its own zygote, as the revision's process
+of ``--cnnperf-against`` takes its samples (``revision.base``).
+
+It is started once per session (per xdist worker), when the first benchmark is counted, so
+Valgrind's start and torch's import, uninstrumented, are paid once. What moves counts is
+pinned: address-space randomisation off (``setarch -R``), Python's hash seed, one torch thread
+(callgrind collects per thread), and the instruction set torch and oneDNN dispatch to capped at
+AVX2, which Valgrind runs (it has no AVX-512).
+"""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..measuring.instructions import OUT_ENV
+from ..model import Against, Revision
+from .base import BaseProblem, BaseSampler, BaseSide, Launch, _as_started
+from .git import Worktree
+
+#: the instruction sets Valgrind runs, best first: a machine with more is capped at the first
+CAPABILITY = "avx2"
+#: what the counting process's environment pins, beside the cap
+PINNED = {"PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+#: callgrind's options: instrumentation and collection off until the counted steps, output
+#: file per process (a counted sample is a forked child), no per-line figures
+CALLGRIND = (
+    "--tool=callgrind",
+    "--instr-atstart=no",
+    "--collect-atstart=no",
+    "--dump-line=no",
+    "--dump-instr=no",
+)
+
+
+def valgrind() -> str:
+    """The valgrind command (``BaseProblem`` saying how to get it where there is none)."""
+    found = shutil.which("valgrind")
+    if found is None:
+        raise BaseProblem(
+            "--cnnperf-metric=instructions counts under Valgrind, which is not installed here; "
+            "install it (Debian and Ubuntu: apt-get install valgrind; Fedora: dnf install "
+            "valgrind), or gate by time: --cnnperf-metric=time"
+        )
+    return found
+
+
+def environment(folder: Path) -> dict[str, str]:
+    """What the counting process's environment adds to this one's."""
+    return {
+        **PINNED,
+        "ATEN_CPU_CAPABILITY": CAPABILITY,
+        "ONEDNN_MAX_CPU_ISA": CAPABILITY.upper(),
+        OUT_ENV: str(folder),
+    }
+
+
+def launch(config: Any, ini: dict[str, str], folder: Path) -> Launch:
+    """The counting process's command line: this run's tests, as given, with the plugin's
+    settings, under callgrind with randomisation off."""
+    command = ["setarch", platform.machine(), "-R", valgrind(), "-q", *CALLGRIND]
+    command.append(f"--callgrind-out-file={folder}/cg.%p")
+    command += [sys.executable, *_as_started(), "-p", "no:cacheprovider", "-q"]
+    command += ["--cnnperf", "--cnnperf-device=cpu", f"--rootdir={config.rootpath}"]
+    command += [f"--import-mode={config.option.importmode}"]
+    if config.inipath:
+        command += ["-c", str(config.inipath)]
+    if getattr(config.option, "pyargs", False):
+        command.append("--pyargs")
+    for name, value in ini.items():
+        command += ["-o", f"{name}={value}"]
+    if config.pluginmanager.hasplugin("xdist"):
+        command += ["-n", "0"]  # one process: the worker (or the head) that counts drives it
+    return Launch((*command, *map(str, config.args)), Path(config.invocation_params.dir))
+
+
+@dataclass
+class CountingRun:
+    """The counting process of a session, started at the first counted benchmark."""
+
+    side: BaseSide | None = None
+    folder: Path | None = None
+
+    def sampler(self, config: Any, ini: dict[str, str], timeout: float) -> BaseSampler:
+        """The counting process's sampler (started now, once); ``BaseProblem`` when it cannot
+        count."""
+        if self.side is None:
+            self.folder = Path(tempfile.mkdtemp(prefix="pytest-cnnperf-callgrind-"))
+            top = Path(config.rootpath)
+            here = Revision("this checkout", "this checkout")
+            identity = Worktree(top, here, top)  # the checkout itself: paths map to themselves
+            option = "--cnnperf-metric=instructions"
+            how = launch(config, ini, self.folder)
+            how = Launch(how.command, how.cwd, environment(self.folder))
+            self.side = BaseSide.start(Against(here, here), identity, option, how, threads=1)
+        return self.side.sampler(timeout)
+
+    def kill(self) -> None:
+        if self.side is not None:
+            self.side.kill()
+
+    def close(self) -> None:
+        if self.side is not None:
+            self.side.close()
+            self.side = None
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
