@@ -243,9 +243,11 @@ def _counting(config: pytest.Config, state: Session, ini: dict[str, str]) -> Non
     counting process that takes its counts, started at the first (then ended with the rest)."""
     from .revision.counting import CountingRun
 
-    run = CountingRun()
-    config.stash[COUNTING] = run
-    state.counting = lambda: run.sampler(config, ini, state.sample_timeout)
+    runs = [CountingRun(), CountingRun(state.against)] if state.against else [CountingRun()]
+    config.stash[COUNTING] = runs
+    state.counting = lambda: runs[0].sampler(config, ini, state.sample_timeout)
+    if state.against is not None:  # the revision's steps are counted in a process of its own
+        state.counting_base = lambda: runs[1].sampler(config, ini, state.sample_timeout)
 
 
 def _stop(config: pytest.Config) -> None:
@@ -255,8 +257,7 @@ def _stop(config: pytest.Config) -> None:
     state = _session(config)
     if state is not None and state.against is not None:
         state.against.close()
-    counting = config.stash.get(COUNTING, None)
-    if counting is not None:
+    for counting in config.stash.get(COUNTING, ()):
         counting.close()
 
 

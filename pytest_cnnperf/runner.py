@@ -444,15 +444,15 @@ class CnnPerf:
         step: Next | None = course.first()
         while step is not None:
             if step.paired and base is not None:
+                first = len(taken), len(base_taken)
                 base = self._take_pairs(target, step, course, base, taken, base_taken)
+                if step.instructions and base is not None:  # each side counted once
+                    _with_counts(taken, first[0], self._count(target))
+                    _with_counts(base_taken, first[1], self._count(target, revision=True))
             else:
                 batch = self._sampler.take(_asked(target, step), step.samples)
                 if step.instructions and batch:  # kept with the batch's first sample
-                    first = batch[0]
-                    counts = self._count(target)
-                    batch[0] = TakenSample(
-                        dataclasses.replace(first.sample, instructions=counts), first.environment
-                    )
+                    _with_counts(batch, 0, self._count(target))
                 taken += batch
             result = self._measured(config, taken)
             if isinstance(course, Pairing):
@@ -497,10 +497,10 @@ class CnnPerf:
             )
         return None
 
-    def _count(self, target: Target) -> Instructions:
+    def _count(self, target: Target, revision: bool = False) -> Instructions:
         """The instructions of ``target``'s step, counted in the session's counting process
-        (started at the first count)."""
-        counting = self._session.counting
+        (started at the first count), or the revision's gated against."""
+        counting = self._session.counting_base if revision else self._session.counting
         if counting is None:
             raise BenchmarkError("this process cannot count instructions")
         counted = dataclasses.replace(
@@ -601,6 +601,13 @@ class CnnPerf:
         )
         self._session.record(result)
         pytest.fail(f"cnnperf: {message}", pytrace=False)
+
+
+def _with_counts(taken: list[TakenSample], index: int, counts: Instructions) -> None:
+    """Keep ``counts`` with the ``index``-th sample taken."""
+    kept = taken[index]
+    sample = dataclasses.replace(kept.sample, instructions=counts)
+    taken[index] = TakenSample(sample, kept.environment)
 
 
 def _asked(target: Target, step: Next, i: int | None = None) -> Target:

@@ -67,6 +67,8 @@ class Session:
         #: the counting process's sampler, started on first use (``--cnnperf-metric=
         #: instructions``); ``None`` where this process cannot start one
         self.counting: Callable[[], Sampler] | None = None
+        #: the same for the revision gated against (``--cnnperf-against``)
+        self.counting_base: Callable[[], Sampler] | None = None
         self.results: list[Result] = []
         #: baselines to write at the end: (machine, module) -> entries
         self.pending: dict[tuple[str, str], Entries] = defaultdict(dict)

@@ -22,5 +22,6 @@ SESSION: pytest.StashKey[Session] = pytest.StashKey()
 SAMPLING: pytest.StashKey[Sampling] = pytest.StashKey()
 #: how the session stops on SIGINT and SIGTERM
 STOPPING: pytest.StashKey[Stopping] = pytest.StashKey()
-#: the process that counts instructions (``--cnnperf-metric=instructions``), once started
-COUNTING: pytest.StashKey[CountingRun] = pytest.StashKey()
+#: the processes that count instructions (``--cnnperf-metric=instructions``): this checkout's,
+#: and the revision's where a run is gated against one
+COUNTING: pytest.StashKey[list[CountingRun]] = pytest.StashKey()

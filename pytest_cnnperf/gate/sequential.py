@@ -259,7 +259,8 @@ class Gating:
             )
         wanted = self.settings.attribution == "always" or decision.verdict in CHANGES
         entry = self._reference.entry
-        if not self._profiled or not wanted or entry is None:
+        counted = self.settings.metric == "instructions"  # its counts name the operators
+        if not self._profiled or not wanted or entry is None or counted:
             return decision
         memory = decision.memory is not None and decision.memory.verdict in CHANGES
         found, why = attribution(entry.measured, result.measured, memory)

@@ -18,12 +18,16 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..measuring.instructions import OUT_ENV
 from ..model import Against, Revision
 from .base import BaseProblem, BaseSampler, BaseSide, Launch, _as_started
+from .base import launch as base_launch
 from .git import Worktree
+
+if TYPE_CHECKING:
+    from .against import AgainstRun
 
 #: the instruction sets Valgrind runs, best first: a machine with more is capped at the first
 CAPABILITY = "avx2"
@@ -62,12 +66,10 @@ def environment(folder: Path) -> dict[str, str]:
     }
 
 
-def launch(config: Any, ini: dict[str, str], folder: Path) -> Launch:
-    """The counting process's command line: this run's tests, as given, with the plugin's
-    settings, under callgrind with randomisation off."""
-    command = ["setarch", platform.machine(), "-R", valgrind(), "-q", *CALLGRIND]
-    command.append(f"--callgrind-out-file={folder}/cg.%p")
-    command += [sys.executable, *_as_started(), "-p", "no:cacheprovider", "-q"]
+def launch(config: Any, ini: dict[str, str]) -> Launch:
+    """The counting process's pytest command line: this run's tests, as given (``--pyargs``
+    too), with the plugin's settings."""
+    command = [sys.executable, *_as_started(), "-p", "no:cacheprovider", "-q"]
     command += ["--cnnperf", "--cnnperf-device=cpu", f"--rootdir={config.rootpath}"]
     command += [f"--import-mode={config.option.importmode}"]
     if config.inipath:
@@ -81,10 +83,19 @@ def launch(config: Any, ini: dict[str, str], folder: Path) -> Launch:
     return Launch((*command, *map(str, config.args)), Path(config.invocation_params.dir))
 
 
+def under_callgrind(how: Launch, folder: Path) -> Launch:
+    """``how`` started under callgrind, randomisation off, its environment pinned."""
+    command = ["setarch", platform.machine(), "-R", valgrind(), "-q", *CALLGRIND]
+    command.append(f"--callgrind-out-file={folder}/cg.%p")
+    return Launch((*command, *how.command), how.cwd, {**how.env, **environment(folder)})
+
+
 @dataclass
 class CountingRun:
-    """The counting process of a session, started at the first counted benchmark."""
+    """A counting process, started at the first counted benchmark: this checkout's, or with
+    ``revision`` the revision's of ``--cnnperf-against`` (its worktree's tests)."""
 
+    revision: AgainstRun | None = None
     side: BaseSide | None = None
     folder: Path | None = None
 
@@ -93,13 +104,20 @@ class CountingRun:
         count."""
         if self.side is None:
             self.folder = Path(tempfile.mkdtemp(prefix="pytest-cnnperf-callgrind-"))
-            top = Path(config.rootpath)
-            here = Revision("this checkout", "this checkout")
-            identity = Worktree(top, here, top)  # the checkout itself: paths map to themselves
             option = "--cnnperf-metric=instructions"
-            how = launch(config, ini, self.folder)
-            how = Launch(how.command, how.cwd, environment(self.folder))
-            self.side = BaseSide.start(Against(here, here), identity, option, how, threads=1)
+            if self.revision is None:
+                top = Path(config.rootpath)
+                here = Revision("this checkout", "this checkout")
+                tree = Worktree(top, here, top)  # the checkout itself: paths map to themselves
+                against = Against(here, here)
+                how: Launch | None = launch(config, ini)
+            else:
+                tree, against = self.revision.worktree, self.revision.against
+                how = base_launch(config, tree, "cpu", None, ini)
+            if how is None:
+                raise BaseProblem(f"{option}: none of this run's tests exist at {against.base}")
+            how = under_callgrind(how, self.folder)
+            self.side = BaseSide.start(against, tree, option, how, threads=1)
         return self.side.sampler(timeout)
 
     def kill(self) -> None:
