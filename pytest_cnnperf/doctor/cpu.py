@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -353,6 +354,30 @@ def _rapl(files: Files) -> Finding:
     )
 
 
+def _valgrind(which: Callable[[str], str | None] = shutil.which) -> Finding:
+    """Whether ``--cnnperf-metric=instructions`` can count here: Valgrind and a C compiler
+    (the callgrind helper is built once with it)."""
+    missing = [name for name in ("valgrind", "callgrind_annotate") if which(name) is None]
+    compilers = [c for c in (os.environ.get("CC"), "cc", "gcc", "clang") if c and which(c)]
+    if not compilers:
+        missing.append("a C compiler (cc, gcc or clang)")
+    if missing:
+        return Finding(
+            "instructions",
+            Level.NOTE,
+            f"--cnnperf-metric=instructions cannot count here: no {', no '.join(missing)}",
+            why="instruction counts have no noise on a shared machine; they need Valgrind's "
+            "callgrind, and a C compiler to build its client requests once",
+            fix="apt-get install valgrind gcc (Debian and Ubuntu), dnf install valgrind gcc "
+            "(Fedora)",
+        )
+    return Finding(
+        "instructions",
+        Level.OK,
+        "Valgrind and a C compiler found: --cnnperf-metric=instructions can count here",
+    )
+
+
 def cpu_section(
     root: Path = Path("/"),
     *,
@@ -398,4 +423,5 @@ def cpu_section(
             )
         )
     findings.append(_rapl(files))
+    findings.append(_valgrind())
     return Section(title, tuple(f for f in findings if f is not None))

@@ -1,0 +1,234 @@
+"""``--cnnperf-metric=instructions``: a step's instructions counted under callgrind gate its
+throughput. The verdict, the operators named and the messages on scripted counts; callgrind's
+files read back; and one real run under Valgrind (a tiny net saved with its counts)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from factories import ENV, result
+
+from pytest_cnnperf.doctor import cpu
+from pytest_cnnperf.gate.decide import (
+    INSTRUCTIONS_SPREAD,
+    compare_instructions,
+    decide,
+    operator_counts,
+    throughput_at,
+)
+from pytest_cnnperf.gate.design import one_look
+from pytest_cnnperf.gate.policy import CPU, GateSettings
+from pytest_cnnperf.measuring import instructions
+from pytest_cnnperf.model import (
+    CountsMoved,
+    Decision,
+    Instructions,
+    NoCounts,
+    OperatorCountsChanged,
+    OperatorInstructions,
+    Result,
+    Verdict,
+)
+from pytest_cnnperf.reports import explain
+from pytest_cnnperf.settings import parse_metric
+
+SETTINGS = GateSettings(
+    CPU.gate, throughput_threshold=0.10, memory_threshold=0.05, strict=False, metric="instructions"
+)
+LOOK = one_look(CPU.gate.alpha, CPU.gate.beta)
+CONV = ("aten::conv2d", "aten::convolution", "aten::mkldnn_convolution")
+
+
+def counted(step: int, conv: int = 6_930_000, spread: int = 0) -> Instructions:
+    """Three counted steps of ``step`` instructions (the last ``spread`` more), of which the
+    convolution and what it calls take ``conv``."""
+    forward = (step // 3, step // 3, step // 3 + spread)
+    return Instructions(
+        phases={"forward": forward, "backward": (step - step // 3,) * 3},
+        capability="AVX2",
+        operators=(
+            *(OperatorInstructions(n, conv - 5000 * i) for i, n in enumerate(CONV)),
+            OperatorInstructions("aten::relu", 150_000),
+        ),
+    )
+
+
+def with_counts(r: Result, counts: Instructions | None) -> Result:
+    m = r.measured
+    first = dataclasses.replace(m.samples[0], instructions=counts)
+    return dataclasses.replace(
+        r, measurement=dataclasses.replace(m, samples=(first, *m.samples[1:]))
+    )
+
+
+def judged(now: Instructions | None, before: Instructions | None, times: float = 0.04) -> Decision:
+    base = with_counts(result([0.04] * 12), before).as_baseline()
+    current = with_counts(result([times] * 3), now)
+    throughput = throughput_at(current, base, SETTINGS, LOOK)
+    return decide(current, base, SETTINGS, LOOK, "b.json", throughput=throughput)
+
+
+def test_counts_past_the_threshold_regress_whatever_the_time_says() -> None:
+    """Instructions 2% up fail at the 1% default, though the step ran faster: the time is
+    reported, not gated; the failure says so, and names the operator that grew."""
+    decision = judged(counted(23_300_000, conv=7_400_000), counted(22_830_000), times=0.03)
+    assert decision.verdict is Verdict.REGRESSED
+    assert decision.failed
+    assert decision.instructions is not None
+    assert decision.instructions.change == pytest.approx(0.0206, abs=1e-4)
+    message = explain.failure(dataclasses.replace(result([0.03] * 3), decision=decision))
+    assert message.splitlines()[:4] == [
+        "cnnperf: train_step m bs=8 64x64 regressed (instructions)",
+        "  instructions 23.3 M a step now, 22.8 M in the baseline: +2.1% (fails above +1%; "
+        "counted under callgrind: no noise)",
+        "  throughput  267 images/s now, 200 images/s in the baseline: +33.3% as measured "
+        "(reported, not gated: instructions gate throughput)",
+        "  memory      100.0 MiB now, 100.0 MiB in the baseline at peak: +0.0% (fails above +5%)",
+    ]
+    assert "  operators   aten::conv2d +470 k instructions a step (6.93 M -> 7.40 M)" in message
+
+
+def test_counts_within_the_threshold_are_ok_and_a_move_past_the_spread_is_said() -> None:
+    same = judged(counted(22_830_000), counted(22_830_000))
+    assert same.verdict is Verdict.OK
+    assert not [r for r in same.reasons if isinstance(r, CountsMoved)]
+    moved = judged(counted(22_900_000), counted(22_830_000))
+    assert moved.verdict is Verdict.OK
+    (reason,) = [r for r in moved.reasons if isinstance(r, CountsMoved)]
+    assert str(reason) == (
+        "instructions per step moved by +0.3%, more than unchanged code's counts differ between "
+        f"processes ({INSTRUCTIONS_SPREAD:.1%}): the step runs other code than the baseline's, "
+        "by less than the threshold"
+    )
+    fewer = judged(counted(22_000_000, conv=6_100_000), counted(22_830_000))
+    assert fewer.verdict is Verdict.IMPROVED
+
+
+def test_a_baseline_without_counts_is_new() -> None:
+    decision = judged(counted(22_830_000), None)
+    assert decision.verdict is Verdict.NEW
+    assert not decision.failed
+    assert [str(r) for r in decision.reasons if isinstance(r, NoCounts)] == [
+        "the baseline has no instruction count (it was recorded with --cnnperf-metric=time), so "
+        "nothing was gated by instructions; record it again with --cnnperf-save "
+        "--cnnperf-metric=instructions"
+    ]
+
+
+def test_an_operators_change_is_named_once_not_through_every_operator_it_calls() -> None:
+    changed = operator_counts(counted(22_830_000), counted(23_300_000, conv=7_400_000))
+    assert changed == (("aten::conv2d", 6_930_000, 7_400_000),)
+    assert OperatorCountsChanged(changed).lines() == [
+        "aten::conv2d +470 k instructions a step (6.93 M -> 7.40 M)"
+    ]
+
+
+def test_the_figure_is_the_median_counted_step_and_its_spread_is_kept() -> None:
+    counts = counted(22_830_000, spread=30_000)
+    assert counts.steps == (22_830_000, 22_830_000, 22_860_000)
+    assert counts.per_step == 22_830_000
+    assert counts.spread == pytest.approx(30_000 / 22_830_000)
+    assert compare_instructions(counts, counts, 0.01).verdict is Verdict.OK
+
+
+def test_callgrinds_labelled_dumps_are_read_back_in_order(tmp_path: Path) -> None:
+    out = tmp_path / "cg.123"
+    out.write_text("desc: Trigger: Program termination\ntotals: 0\n")  # the last, unlabelled
+    for part, (label, total) in enumerate(
+        [("cnnperf step 0 forward", 7_500_241), ("cnnperf step 0 backward", 14_938_613)], 1
+    ):
+        (tmp_path / f"cg.123.{part}").write_text(
+            f"version: 1\ndesc: Trigger: Client Request: {label}\nevents: Ir\n"
+            f"summary: {total}\ntotals: {total}\n"
+        )
+    dumps = instructions.read_dumps(out)
+    assert [(d.step, d.phase, d.instructions) for d in dumps] == [
+        (0, "forward", 7_500_241),
+        (0, "backward", 14_938_613),
+    ]
+
+
+def test_the_metric_is_time_or_instructions() -> None:
+    assert parse_metric("Instructions") == "instructions"
+    with pytest.raises(ValueError) as caught:
+        parse_metric("cycles")
+    assert str(caught.value) == (
+        "'cycles' is not a metric; use time (step time, on any device) or instructions "
+        "(instructions per step counted under callgrind, on the CPU)"
+    )
+
+
+def test_doctor_says_whether_instructions_can_be_counted() -> None:
+    found = cpu._valgrind(lambda name: None if name == "valgrind" else f"/usr/bin/{name}")
+    assert (found.level, found.found) == (
+        cpu.Level.NOTE,
+        "--cnnperf-metric=instructions cannot count here: no valgrind",
+    )
+    assert found.fix.startswith("apt-get install valgrind gcc")
+    assert cpu._valgrind(lambda name: f"/usr/bin/{name}").level is cpu.Level.OK
+
+
+UNCOUNTABLE = """
+import pytest
+from models import Sleepy
+
+
+@pytest.mark.cnnperf(metric="instructions")
+def test_compiled(cnnperf):
+    cnnperf.train_step(Sleepy(), batch_size=2, image_size=8, compile=True)
+"""
+
+
+def test_a_compiled_benchmark_cannot_be_counted_and_the_message_says_how_to_gate_it(
+    scripted_project: pytest.Pytester,
+) -> None:
+    scripted_project.makepyfile(test_bench=UNCOUNTABLE)
+    result_ = scripted_project.runpytest("--cnnperf")
+    result_.assert_outcomes(failed=1)
+    result_.stdout.fnmatch_lines(
+        [
+            "*cnnperf: compile under metric='instructions': compiling under Valgrind takes hours, "
+            "and a compiled step's kernels are generated code; gate it by time: "
+            "@pytest.mark.cnnperf(metric='time')"
+        ]
+    )
+
+
+COUNTED = """
+from torch import nn
+
+
+def test_tiny(cnnperf):
+    net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                        nn.Flatten(), nn.Linear(4, 10))
+    cnnperf.train_step(net, batch_size=2, image_size=16, name="tiny")
+"""
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs Valgrind (CI installs it)")
+def test_a_save_keeps_the_counts_taken_under_valgrind_with_the_baseline(
+    pytester: pytest.Pytester,
+) -> None:
+    """One real run: a tiny net saved under --cnnperf-metric=instructions in a fresh pytest
+    process, which starts the counting process once: its baseline keeps three counted steps,
+    phase by phase, within a fraction of a percent of each other, and the operators."""
+    pytester.makepyfile(test_tiny=COUNTED)
+    pytester.makeini("[pytest]\ncnnperf_samples = 3\ncnnperf_min_time = 0.1\n")
+    run = pytester.runpytest_subprocess(
+        "--cnnperf", "--cnnperf-save", "--cnnperf-metric=instructions", "-p", "no:randomly"
+    )
+    run.assert_outcomes(passed=1)
+    (path,) = (pytester.path / "baselines").rglob("test_tiny.json")
+    (entry,) = json.loads(path.read_text())["entries"]["test_tiny"].values()
+    counts = entry["measurement"]["samples"][0]["instructions"]
+    assert set(counts["phases"]) == {"forward", "backward", "optimizer"}
+    steps = [sum(s) for s in zip(*counts["phases"].values(), strict=True)]
+    assert len(steps) == 3
+    assert max(steps) - min(steps) < 0.01 * min(steps)
+    assert counts["capability"] == "AVX2"
+    assert any(o["name"] == "aten::convolution_backward" for o in counts["operators"])
+    assert ENV.machine  # the kind of machine the counts are kept under is this one's
