@@ -3,7 +3,8 @@
 
 ``model(name)`` builds a small conv net (``smallnet``: four convolutions, 20 ms steps at batch
 8 and 64 px on two threads; ``bodynet``: seven body convolutions, ``QUALITY_WIDEN`` of them
-widened from 3x3 to 3x5, a change a commit makes) or a torchvision model, wrapped so that
+widened from 3x3 to 3x5, a change a commit makes; ``QUALITY_EXTRA_1X1`` adds 1x1 convolutions
+to smallnet) or a torchvision model, wrapped so that
 environment variables inject a change the way a commit would: ``QUALITY_EXTRA_IMAGES`` runs
 forward and backward on that many
 extra images (slower and hungrier), ``QUALITY_EXTRA_PASSES`` runs the first convolution again
@@ -31,12 +32,16 @@ from torch import nn
 BATCH, SIZE = 8, 64
 
 
-def smallnet():
+def smallnet(extra_1x1=0):
+    """Four convolutions; ``extra_1x1`` more 1x1 convolutions of 128 channels at the end (a few
+    percent more work each)."""
+    extra = [m for _ in range(extra_1x1) for m in (nn.Conv2d(128, 128, 1), nn.ReLU())]
     return nn.Sequential(
         nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
         nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.BatchNorm2d(64), nn.ReLU(),
         nn.Conv2d(64, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(),
         nn.Conv2d(64, 128, 3, stride=2, padding=1), nn.BatchNorm2d(128), nn.ReLU(),
+        *extra,
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10),
     )
 
@@ -88,7 +93,7 @@ class Injected(nn.Module):
 
 def model(name, extra_images=None, extra_passes=None):
     if name == "smallnet":
-        inner = smallnet()
+        inner = smallnet(int(os.environ.get("QUALITY_EXTRA_1X1", "0")))
     elif name == "bodynet":
         inner = bodynet(int(os.environ.get("QUALITY_WIDEN", "0")))
     else:
