@@ -516,7 +516,8 @@ def test_an_uncertain_machine_factor_vetoes_ok() -> None:
     assert "the calibration's estimate of the machine's drift (+-" in unvouched
     assert unvouched.endswith(
         "gate it against the base revision in the same job (--cnnperf-against=REV), which has "
-        "no between-run noise"
+        "no between-run noise, or count instructions, which no noise moves "
+        "(--cnnperf-metric=instructions)"
     )
 
 
@@ -549,6 +550,7 @@ def test_the_between_run_spread_widens_the_ok_bound() -> None:
     (unvouched,) = [n for n in notes(default) if n.startswith("a stored baseline cannot")]
     assert unvouched.endswith(
         "assumed: none recorded); gate it against the base revision in the same job "
-        "(--cnnperf-against=REV), which has no between-run noise; `cnnperf noise -- "
-        "PYTEST_ARGS` records this machine's own noise profile"
+        "(--cnnperf-against=REV), which has no between-run noise, or count instructions, which "
+        "no noise moves (--cnnperf-metric=instructions); `cnnperf noise -- PYTEST_ARGS` records "
+        "this machine's own noise profile"
     )

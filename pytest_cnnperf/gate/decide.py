@@ -516,6 +516,7 @@ def judge_throughput(
                     between=calibrated if calibrated is not None else profile.between,
                     profile=profile.describe(calibrated=calibrate),
                     recorded=profile.source != "default",
+                    cpu=not device.startswith("cuda"),
                 )
             )
         settles = cap is None or _within_reach(alone, runs, sizes, cap, look)

@@ -369,6 +369,8 @@ class Unvouched(Because):
     profile: str
     #: whether the profile was recorded (else a default was assumed)
     recorded: bool
+    #: a CPU run, where instructions can be counted instead
+    cpu: bool = False
 
     def __str__(self) -> str:
         terms = [f"the samples (the loss at most {units.percent(max(self.samples, 0.0))} by them)"]
@@ -382,12 +384,17 @@ class Unvouched(Because):
             if self.recorded
             else "; `cnnperf noise -- PYTEST_ARGS` records this machine's own noise profile"
         )
+        counted = (
+            ", or count instructions, which no noise moves (--cnnperf-metric=instructions)"
+            if self.cpu
+            else ""
+        )
         return (
             "a stored baseline cannot vouch for it: the loss is at most "
             f"{units.percent(max(self.high, 0.0))} (ok needs it under "
             f"{units.percent(self.threshold)}) allowing for {', '.join(terms[:-1])} and "
             f"{terms[-1]}; gate it against the base revision in the same job "
-            f"(--cnnperf-against=REV), which has no between-run noise{record}"
+            f"(--cnnperf-against=REV), which has no between-run noise{counted}{record}"
         )
 
 
