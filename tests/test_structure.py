@@ -20,7 +20,7 @@ from pytest_cnnperf.measuring import counting, numbers
 from pytest_cnnperf.measuring.timing import CpuClock
 from pytest_cnnperf.measuring.workload import TrainSpec, Workload, build_custom, build_train
 from pytest_cnnperf.model import Measurement, Sample
-from pytest_cnnperf.model.decision import ComputesOtherwise, StructureChanged, StructureRegressed
+from pytest_cnnperf.model.findings import ComputesOtherwise, StructureChanged, StructureRegressed
 from pytest_cnnperf.model.structure import (
     OperatorCount,
     StepNumbers,

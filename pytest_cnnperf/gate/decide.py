@@ -58,7 +58,7 @@ from ..model import (
     Verdict,
 )
 from ..model.config import calibration_unit
-from ..model.decision import ComputesOtherwise
+from ..model.findings import ComputesOtherwise
 from . import noise, stats, structure
 from .attribute import attribute
 from .policy import GateSettings

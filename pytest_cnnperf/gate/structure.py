@@ -10,7 +10,7 @@ said beside the verdict (and fails in strict mode).
 from __future__ import annotations
 
 from ..model import Measurement, Reason
-from ..model.decision import ComputesOtherwise, NotCounted, StructureChanged, StructureRegressed
+from ..model.findings import ComputesOtherwise, NotCounted, StructureChanged, StructureRegressed
 from ..model.structure import CountChange, changes, numbers_differ
 from .policy import GateSettings
 

@@ -3,47 +3,55 @@ dataclasses, no torch and no I/O; ``store`` writes them to files and reads them 
 
 from __future__ import annotations
 
-from .config import BenchConfig, CompilerStack, CompileSetting, Environment, Flags, OptionValue
-from .decision import (
-    Against,
-    CalibrationChanged,
+from .comparison import (
     Comparison,
     CompileComparison,
-    ComputesOtherwise,
-    CountsMoved,
-    Creep,
-    CudaGraphsSkipped,
-    Decision,
+    Look,
+    Verdict,
+)
+from .conditions import (
+    CalibrationChanged,
     Disturbance,
     Disturbed,
     DriftUncovered,
     ImpreciseBaseline,
-    Look,
     MachineDrift,
-    NewGraphBreaks,
     NoBaseline,
-    NoCounts,
     NoisyCalibration,
-    NoProfile,
     NotAtRevision,
-    NotCounted,
     NotSaved,
-    OperatorCountsChanged,
     OtherKernels,
-    ProfileFailed,
-    Reason,
-    Recompiled,
     Remark,
-    Revision,
     SamplingChanged,
-    SlowerCompile,
     SoftwareChanged,
-    StructureChanged,
-    StructureRegressed,
     UnequalPairs,
     UntrustworthyGpu,
     Unvouched,
-    Verdict,
+)
+from .config import BenchConfig, CompilerStack, CompileSetting, Environment, Flags, OptionValue
+from .decision import (
+    Decision,
+    Reason,
+)
+from .findings import (
+    ComputesOtherwise,
+    CountsMoved,
+    Creep,
+    CudaGraphsSkipped,
+    NewGraphBreaks,
+    NoCounts,
+    NoProfile,
+    NotCounted,
+    OperatorCountsChanged,
+    ProfileFailed,
+    Recompiled,
+    SlowerCompile,
+    StructureChanged,
+    StructureRegressed,
+)
+from .identity import (
+    Against,
+    Revision,
 )
 from .noise import NoiseProfile, NoiseProfileFile
 from .profile import Attribution, OperatorChange, OperatorTime, PeakParts, Profile

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import ClassVar
 
+from .comparison import Verdict
 from .config import BenchConfig, Environment
-from .decision import Decision, Verdict
+from .decision import Decision
 from .sample import Measurement
 from .values import NonNegative
 

@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..model import Comparison, Result, Verdict, units
-from ..model.decision import ComputesOtherwise, failure_of
+from ..model.decision import failure_of
+from ..model.findings import ComputesOtherwise
 from . import explain, table
 from .loader import InputFigures
 

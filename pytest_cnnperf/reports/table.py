@@ -19,7 +19,7 @@ from ..model import (
     Verdict,
     units,
 )
-from ..model.decision import graph_break_text
+from ..model.findings import graph_break_text
 from . import efficiency, explain, loader
 
 #: the order verdicts are counted in, worst first

@@ -22,7 +22,7 @@ from ..model import (
     Result,
     Sample,
 )
-from ..model.decision import NO_BASELINE
+from ..model.conditions import NO_BASELINE
 from ..model.values import NONEMPTY, Bytes, NonNegative, PositiveInt, Seconds
 from .codec import load
 

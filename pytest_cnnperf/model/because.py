@@ -1,0 +1,32 @@
+"""What every reason of a decision has: its ``kind`` in files and its sentence. A reason is data
+(a ``kind`` and its numbers) that words itself (``str(reason)``): files keep the data, so the
+wording can change without changing a format."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+class Because:
+    """What every reason has: its ``kind`` in files, its sentence (``str(reason)``), and, for
+    the reasons that fail a compiled benchmark, what failed it (``fails``: ``graph breaks``)."""
+
+    kind: ClassVar[str]
+    #: the failure a compiled benchmark's reason stands for, named as a failure message says it
+    fails: ClassVar[str | None] = None
+
+    def __str__(self) -> str:
+        raise NotImplementedError
+
+
+def speed(ratio: float) -> str:
+    """``8% slower`` for a calibration ratio of 1.08, ``10% faster`` for 1/1.1."""
+    return f"{ratio - 1:.0%} slower" if ratio >= 1 else f"{1 / ratio - 1:.0%} faster"
+
+
+#: what accepts an intended change of a step's counts or numbers, in every sentence that reports one
+ACCEPT = "record the baseline again (--cnnperf-save) if the change is intended"
