@@ -8,19 +8,21 @@ call (CONTRIBUTING.md has the map).
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from . import settings, zoo
-from .stash import COUNTING, SAMPLING, SESSION
+from .stash import AGAINST, COUNTING, INI, SAMPLING, SESSION
 
 if TYPE_CHECKING:
     from .measuring.cudnn import CudnnMode
     from .models import ModelFactory, ModelRegistry
-    from .runner import CnnPerf
+    from .runner import CnnPerf, Sides
+    from .sampling.manager import Sampler
+    from .sampling.messages import Job
     from .sampling.stopping import Stopping
     from .session import Session
 
@@ -101,7 +103,7 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     trace = session.settings[settings.TRACE]
     if trace is not None:
-        from .reports.explain import display_path
+        from .store.locations import display_path
 
         if trace.exists() and not trace.is_dir():
             raise pytest.UsageError(
@@ -139,7 +141,14 @@ def pytest_configure(config: pytest.Config) -> None:
     if started:
         request = session.settings[settings.DEVICE]
         xdist.check_gpus(started, device.cuda_device_count(), session.device_type, request.index)
-        config.pluginmanager.register(xdist.XdistHooks(session), "cnnperf-xdist")
+        config.pluginmanager.register(xdist.XdistHooks(session, _worktree), "cnnperf-xdist")
+
+
+def _worktree(config: pytest.Config) -> str | None:
+    """The worktree of the revision gated against, made once by the controller for its
+    xdist workers (``None``: there is none)."""
+    against = config.stash.get(AGAINST, None)
+    return str(against.worktree.path) if against is not None else None
 
 
 def _revisions(config: pytest.Config, session: Session) -> None:
@@ -163,7 +172,7 @@ def _revisions(config: pytest.Config, session: Session) -> None:
 
     workerinput = getattr(config, "workerinput", {})
     try:
-        session.against = against.prepare(
+        config.stash[AGAINST] = against.prepare(
             config,
             name,
             save=session.settings[settings.SAVE],
@@ -182,7 +191,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     session = _session(config)
     if session is None:
         return None
-    from .reports.explain import display_path
+    from .store.locations import display_path
 
     values = session.settings
     how = "inside the pytest process" if values[settings.INPROCESS] else "in fresh sample processes"
@@ -212,7 +221,7 @@ def pytest_sessionstart(session: pytest.Session) -> Iterator[None]:
     state = _session(session.config)
     if state is None:
         return
-    from .sampling import child, xdist
+    from .sampling import xdist
     from .sampling.stopping import Stopping
     from .stash import STOPPING
 
@@ -223,40 +232,62 @@ def pytest_sessionstart(session: pytest.Session) -> Iterator[None]:
     stopping.start()
     if xdist.controller_workers(session.config):
         return
-    warning = sampling.start(lambda job: child.run_job(session, sampling, job))
+    warning = sampling.start(lambda job: _sample_process(session, job))
     if warning:
         state.warn(warning)
     ini = {s.ini_name: str(session.config.getini(s.ini_name)) for s in TABLE if s.ini}
     ini[settings.AGAINST.ini_name] = ""  # the other sides gate against nothing
-    if state.against is not None:  # it collects while this process does
+    against = session.config.stash.get(AGAINST, None)
+    if against is not None:  # it collects while this process does
         from .revision.against import threads_set
 
         modes = state.settings[settings.CUDNN]
         cudnn = ",".join(m.value for m in modes) if modes else None
-        state.against.start(session.config, state.device, cudnn, ini, threads_set())
+        against.start(session.config, state.device, cudnn, ini, threads_set())
     if state.device_type == "cpu":
-        _counting(session.config, state, ini)
+        from .revision.counting import CountingRun
+
+        # the counting processes (--cnnperf-metric=instructions), each started at its first
+        # count: this checkout's, and the revision's gated against
+        session.config.stash[COUNTING] = (
+            [CountingRun(), CountingRun(against)] if against else [CountingRun()]
+        )
+    session.config.stash[INI] = ini
 
 
-def _counting(config: pytest.Config, state: Session, ini: dict[str, str]) -> None:
-    """Where a benchmark counts instructions (``--cnnperf-metric=instructions``), the
-    counting process that takes its counts, started at the first (then ended with the rest)."""
-    from .revision.counting import CountingRun
+def _sides(config: pytest.Config, state: Session) -> Sides:
+    """The other processes this process's benchmarks take samples from."""
+    from .runner import Sides
 
-    runs = [CountingRun(), CountingRun(state.against)] if state.against else [CountingRun()]
-    config.stash[COUNTING] = runs
-    state.counting = lambda: runs[0].sampler(config, ini, state.sample_timeout)
-    if state.against is not None:  # the revision's steps are counted in a process of its own
-        state.counting_base = lambda: runs[1].sampler(config, ini, state.sample_timeout)
+    against = config.stash.get(AGAINST, None)
+    runs = config.stash.get(COUNTING, [])
+    ini = config.stash.get(INI, {})
+
+    def counter(index: int) -> Callable[[], Sampler] | None:
+        if index >= len(runs):
+            return None
+        return lambda: runs[index].sampler(config, ini, state.sample_timeout)
+
+    return Sides(against, counter(0), counter(1))
+
+
+def _sample_process(session: pytest.Session, job: Job) -> None:
+    """In a fresh sample process: run ``job``'s test, which gates nothing, against no
+    revision, with the leak check of a revision's process before it reports."""
+    from .revision.imports import leak_check
+    from .sampling import child
+
+    session.config.stash[AGAINST] = None
+    child.run_job(session, session.config.stash[SAMPLING], job, leak_check)
 
 
 def _stop(config: pytest.Config) -> None:
     """End every process the plugin started, and remove the revision's worktree (again:
     nothing)."""
     config.stash[SAMPLING].close()
-    state = _session(config)
-    if state is not None and state.against is not None:
-        state.against.close()
+    against = config.stash.get(AGAINST, None)
+    if against is not None:
+        against.close()
     for counting in config.stash.get(COUNTING, ()):
         counting.close()
 
@@ -399,6 +430,7 @@ def cnnperf(request: pytest.FixtureRequest, cudnn_mode: CudnnMode | None) -> Cnn
         Location.of(request.node),
         session.plan_for(values),
         cudnn_mode.value if cudnn_mode else None,
+        _sides(request.config, session),
     )
 
 

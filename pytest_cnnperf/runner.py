@@ -16,6 +16,7 @@ import hashlib
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
 import pytest
@@ -39,13 +40,14 @@ from .model import (
     Verdict,
 )
 from .reports import explain
+from .revision.against import AgainstRun
 from .revision.base import BaseProblem
 from .sampling.manager import Sampler, Target
 from .sampling.messages import BenchmarkError, Site, TakenSample
 from .session import Session
 from .store import noise
 from .store.baseline import BaselineFileError, BaselineSaveError
-from .store.locations import Location, readable_name
+from .store.locations import Location, display_path, readable_name
 
 T = TypeVar("T")
 S = TypeVar("S", TrainSpec, InferenceSpec)
@@ -86,6 +88,17 @@ def _checked(describe: Callable[[], T]) -> T:
     _usage(problem)
 
 
+@dataclass(frozen=True)
+class Sides:
+    """The other processes a benchmark's samples may come from: the revision's gated against
+    (``--cnnperf-against``), and those that count instructions, of this checkout and of that
+    revision (``--cnnperf-metric=instructions``; each started at its first count)."""
+
+    against: AgainstRun | None = None
+    counting: Callable[[], Sampler] | None = None
+    counting_base: Callable[[], Sampler] | None = None
+
+
 class CnnPerf:
     """Measures CNN training steps and gates them against their baselines.
 
@@ -102,9 +115,11 @@ class CnnPerf:
         location: Location,
         plan: Plan,
         cudnn_mode: str | None,
+        sides: Sides = Sides(),
     ) -> None:
         self._session = session
         self._sampler = sampler
+        self._sides = sides
         self._location = location
         self._plan = plan
         self._cudnn_mode = cudnn_mode
@@ -411,7 +426,7 @@ class CnnPerf:
     ) -> tuple[Gating | Saving, Sampler | None]:
         """The benchmark's course through the gate, and the sampler of the revision it is
         gated against in this run (``None``: against a stored baseline, or nothing)."""
-        plan, against = self._plan, self._session.against
+        plan, against = self._plan, self._sides.against
         if against is None or plan.save:
 
             def find(environment: Environment) -> Reference:
@@ -500,7 +515,7 @@ class CnnPerf:
     def _count(self, target: Target, revision: bool = False) -> Instructions:
         """The instructions of ``target``'s step, counted in the session's counting process
         (started at the first count), or the revision's gated against."""
-        counting = self._session.counting_base if revision else self._session.counting
+        counting = self._sides.counting_base if revision else self._sides.counting
         if counting is None:
             raise BenchmarkError("this process cannot count instructions")
         counted = dataclasses.replace(
@@ -575,7 +590,7 @@ class CnnPerf:
             )
         reference = Reference(
             entry,
-            explain.display_path(store.path(machine, module)),
+            display_path(store.path(machine, module)),
             absent=absent,
             noise=noise.read(store.root, machine),
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,8 +22,6 @@ from .store.locations import Location, safe_name
 
 if TYPE_CHECKING:
     from .gate.creep import History
-    from .revision.against import AgainstRun
-    from .sampling.manager import Sampler
 
 #: test name -> configuration key -> baseline entry
 Entries = dict[str, dict[str, Result]]
@@ -62,13 +60,6 @@ class Session:
         self.store = BaselineStore(self.settings[BASELINES])
         #: the run history (``--cnnperf-history``), read by the creep gate (set by the plugin)
         self.history: History | None = None
-        #: the revision every benchmark is gated against in this run (``--cnnperf-against``)
-        self.against: AgainstRun | None = None
-        #: the counting process's sampler, started on first use (``--cnnperf-metric=
-        #: instructions``); ``None`` where this process cannot start one
-        self.counting: Callable[[], Sampler] | None = None
-        #: the same for the revision gated against (``--cnnperf-against``)
-        self.counting_base: Callable[[], Sampler] | None = None
         self.results: list[Result] = []
         #: baselines to write at the end: (machine, module) -> entries
         self.pending: dict[tuple[str, str], Entries] = defaultdict(dict)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from .revision.against import AgainstRun
     from .revision.counting import CountingRun
     from .sampling.manager import Sampling
     from .sampling.stopping import Stopping
@@ -25,3 +26,8 @@ STOPPING: pytest.StashKey[Stopping] = pytest.StashKey()
 #: the processes that count instructions (``--cnnperf-metric=instructions``): this checkout's,
 #: and the revision's where a run is gated against one
 COUNTING: pytest.StashKey[list[CountingRun]] = pytest.StashKey()
+#: the revision every benchmark is gated against in this run (``--cnnperf-against``): its
+#: worktree, and where samples are taken its process
+AGAINST: pytest.StashKey[AgainstRun | None] = pytest.StashKey()
+#: the ini values the other processes of a run are started with (``cnnperf_*``, by name)
+INI: pytest.StashKey[dict[str, str]] = pytest.StashKey()

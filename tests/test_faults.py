@@ -464,7 +464,7 @@ def test_no_message_shows_a_chained_traceback(project: pytest.Pytester) -> None:
 
 
 def test_a_path_outside_the_current_folder_is_shown_as_given(tmp_path: Path) -> None:
-    from pytest_cnnperf.reports.explain import display_path
+    from pytest_cnnperf.store.locations import display_path
 
     assert display_path("/proc/x/r.json") == "/proc/x/r.json"
     assert display_path(Path.cwd() / "out" / "r.json") == "out/r.json"

@@ -30,8 +30,8 @@ from types import TracebackType
 from typing import Any
 
 from ..model import Result
-from ..reports.explain import display_path
 from ..store import codec, results_file
+from ..store.locations import display_path
 from .runs import Entry, RunInfo
 
 #: seconds a SQLite writer waits for another writer's lock

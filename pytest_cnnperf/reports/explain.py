@@ -3,7 +3,6 @@ notes beside a verdict (the gate's reasons word themselves: ``model.decision``).
 
 from __future__ import annotations
 
-import os
 import shlex
 from collections.abc import Sequence
 
@@ -22,19 +21,8 @@ from ..model import (
     units,
 )
 from ..model.decision import failure_of
+from ..store.locations import display_path
 from .loader import InputFigures
-
-
-def display_path(path: os.PathLike[str] | str) -> str:
-    """A path as a user reads it: relative to the current folder when it lies inside it, else
-    as it is (``/proc/x/r.json``, not ``../../proc/x/r.json``)."""
-    text = os.fspath(path)
-    try:
-        relative = os.path.relpath(text)
-    except ValueError:  # another drive on Windows
-        return text
-    outside = relative == os.pardir or relative.startswith(os.pardir + os.sep)
-    return text if outside else relative
 
 
 def save_command(nodeid: str) -> str:

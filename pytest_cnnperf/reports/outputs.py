@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 from .. import settings
 from ..model import Result
 from ..store import results_file
+from ..store.locations import display_path
 from . import benchmark_json, markdown, plot
 from .compare import baselines_of
-from .explain import display_path
 
 if TYPE_CHECKING:
     from ..session import Session

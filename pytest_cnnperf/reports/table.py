@@ -20,6 +20,7 @@ from ..model import (
     units,
 )
 from ..model.findings import graph_break_text
+from ..store.locations import display_path
 from . import efficiency, explain, loader
 
 #: the order verdicts are counted in, worst first
@@ -226,7 +227,7 @@ def _operators(d: Decision | None) -> tuple[str, ...]:
         return tuple(line for r in counted for line in r.lines())
     lines = attribution.lines()
     if attribution.trace:
-        lines.append(f"trace: {explain.display_path(attribution.trace)}")
+        lines.append(f"trace: {display_path(attribution.trace)}")
     return tuple(lines)
 
 

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 from _pytest.runner import runtestprotocol  # the protocol without reporting, as xdist uses it
 
 from ..model import Result
-from ..revision.imports import leak_check
-from ..stash import SESSION
 from .messages import ChildReport, Job, Site, TakenSample, describe_error, write_report
 
 if TYPE_CHECKING:
@@ -37,9 +36,12 @@ class ChildSampler:
 
     in_process = False
 
-    def __init__(self, job: Job, device: Any) -> None:
+    def __init__(
+        self, job: Job, device: Any, check: Callable[[], str | None] = lambda: None
+    ) -> None:
         self.job = job
         self.device = device
+        self.check = check
 
     def replayed(self, site: Site) -> Result | None:
         if site.index < self.job.site.index:
@@ -48,7 +50,7 @@ class ChildSampler:
 
     def take(self, target: Target, count: int) -> NoReturn:
         job = self.job
-        leak = leak_check()
+        leak = self.check()
         if leak is not None:
             report = ChildReport(error=leak, problem="leak")
         elif target.site.key != job.site.key:
@@ -112,8 +114,15 @@ def current_device(device: Any, job: Job) -> Any | None:
     return rank_device(device, job.rank) if job.world_size > 1 else device
 
 
-def run_job(session: pytest.Session, sampling: Sampling, job: Job) -> None:
-    """Run ``job``'s test; returning means the test never reached the wanted benchmark."""
+def run_job(
+    session: pytest.Session,
+    sampling: Sampling,
+    job: Job,
+    check: Callable[[], str | None] = lambda: None,
+) -> None:
+    """Run ``job``'s test; returning means the test never reached the wanted benchmark.
+    ``check``: why the sample cannot stand (the project's code imported from elsewhere by a
+    revision's process), or ``None``, asked before it reports."""
     import torch
 
     config = session.config
@@ -121,10 +130,7 @@ def run_job(session: pytest.Session, sampling: Sampling, job: Job) -> None:
     current = current_device(device, job)
     if current is not None:
         torch.cuda.set_device(current)
-    sampling.use(ChildSampler(job, device))
-    state = config.stash.get(SESSION, None)
-    if state is not None:  # a sample process measures one sample and gates nothing
-        state.against = None
+    sampling.use(ChildSampler(job, device, check))
     _go_quiet(config)
     config.option.pyargs = False  # the job names a file
     collection_errors: list[str] = []
@@ -153,7 +159,7 @@ def run_job(session: pytest.Session, sampling: Sampling, job: Job) -> None:
         error = f"the test ended before it reached benchmark #{site.index + 1} ({site.key})"
     if failures:
         error += ":\n" + "\n".join(failures)
-    leak = leak_check()
+    leak = check()
     if leak is not None:
         write_report(job, ChildReport(error=leak, problem="leak"))
     else:

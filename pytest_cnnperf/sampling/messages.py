@@ -18,6 +18,7 @@ from ..measuring.sample import SamplePlan
 from ..model import Environment, Result, Sample
 from ..model.values import Count, PositiveInt
 from ..store.codec import Document
+from ..store.locations import display_path
 
 
 class BenchmarkError(Exception):
@@ -127,7 +128,6 @@ def describe_error(exc: BaseException) -> str:
     import traceback
 
     from ..measuring.compiled import CompileFailed
-    from ..reports.explain import display_path
 
     if isinstance(exc, CompileFailed):  # the compiler's own message, already trimmed
         return str(exc)

@@ -159,15 +159,16 @@ def receive(session: Session, text: str) -> None:
 class XdistHooks:
     """Hooks that exist only when pytest-xdist is installed."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, worktree: Callable[[pytest.Config], str | None]) -> None:
         self.session = session
+        self.worktree = worktree
 
     @pytest.hookimpl
     def pytest_configure_node(self, node: Any) -> None:
         """Hand the revision's worktree to the worker (``--cnnperf-against``): made once."""
-        against = self.session.against
-        if against is not None:
-            node.workerinput[WORKTREE_KEY] = str(against.worktree.path)
+        worktree = self.worktree(node.config)
+        if worktree is not None:
+            node.workerinput[WORKTREE_KEY] = worktree
 
     @pytest.hookimpl
     def pytest_testnodedown(self, node: object, error: object) -> None:

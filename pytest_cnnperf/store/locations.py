@@ -1,4 +1,5 @@
-"""Where a benchmark test lives, and which baseline file and entry hold its baselines.
+"""Where a benchmark test lives, which baseline file and entry hold its baselines, and how a
+path is shown to the user.
 
 A test module's baselines are kept in ``<baselines>/<machine>/<module key>.json``: the module
 key is the test file's path under the rootdir without its suffix (``tests/perf/test_models``),
@@ -9,6 +10,7 @@ or its dotted module name for a file outside the rootdir (an installed package r
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -81,3 +83,15 @@ class Location:
             parts = module.split(".")
         test = item.nodeid.split("::", 1)[1] if "::" in item.nodeid else item.name
         return cls(nodeid=item.nodeid, path=str(path), module=module_key(parts), test=test)
+
+
+def display_path(path: os.PathLike[str] | str) -> str:
+    """A path as a user reads it: relative to the current folder when it lies inside it, else
+    as it is (``/proc/x/r.json``, not ``../../proc/x/r.json``)."""
+    text = os.fspath(path)
+    try:
+        relative = os.path.relpath(text)
+    except ValueError:  # another drive on Windows
+        return text
+    outside = relative == os.pardir or relative.startswith(os.pardir + os.sep)
+    return text if outside else relative
