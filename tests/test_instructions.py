@@ -18,10 +18,10 @@ from pytest_cnnperf.gate.decide import (
     compare_instructions,
     decide,
     operator_counts,
-    throughput_at,
 )
 from pytest_cnnperf.gate.design import one_look
 from pytest_cnnperf.gate.policy import CPU, GateSettings
+from pytest_cnnperf.gate.throughput import throughput_at
 from pytest_cnnperf.measuring import instructions
 from pytest_cnnperf.model import (
     CountsMoved,

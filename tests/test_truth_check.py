@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 import torch
 
-from pytest_cnnperf.gate.decide import combine, compare_throughput
+from pytest_cnnperf.gate.decide import combine
 from pytest_cnnperf.gate.policy import CUDA, GateSettings, gate_policy
+from pytest_cnnperf.gate.throughput import compare_throughput
 from pytest_cnnperf.measuring import memory
 from pytest_cnnperf.model import BenchConfig, Comparison, Decision, Result, Verdict
 from pytest_cnnperf.settings import MEMORY_THRESHOLD, THRESHOLD

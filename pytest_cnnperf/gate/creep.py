@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..model import Creep, Decision, Look, NoiseProfile, Result, Verdict
-from .decide import decide, throughput_at
+from .decide import decide
 from .policy import GateSettings
+from .throughput import throughput_at
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ DEFAULTS = {
 FLOOR = 0.002
 #: the variance of a median of n samples is this times the samples' variance over n (normal)
 MEDIAN_VARIANCE = math.pi / 2
-#: the 90% bounds of the calibration's ratio (``gate.decide.machine_drift``) as standard errors
+#: the 90% bounds of the calibration's ratio (``gate.throughput.machine_drift``) as standard errors
 DRIFT_Z = NormalDist().inv_cdf(0.95)
 
 

@@ -40,20 +40,10 @@ from ..model import (
     Verdict,
 )
 from . import creep
-from .decide import (
-    CHANGES,
-    MEMORY_CONFIRMATIONS,
-    Throughput,
-    attribution,
-    decide,
-    disturbed,
-    judge_compile,
-    judge_pairs,
-    mostly,
-    throughput_at,
-)
+from .decide import MEMORY_CONFIRMATIONS, attribution, decide, judge_compile
 from .design import Design, median_bounds
 from .policy import FIRST_LOOK, GateSettings, Plan, SamplingPolicy
+from .throughput import CHANGES, Throughput, disturbed, judge_pairs, mostly, throughput_at
 
 #: samples that profile a benchmark's operators: a baseline's first ones, and a gated run's
 #: once a change shows (three processes: the profiles' noise includes theirs)
@@ -271,7 +261,7 @@ class Gating:
 class Pairing(Gating):
     """A benchmark gated against the same benchmark at another revision, both measured in this
     run (``--cnnperf-against``): every look has as many samples of each side, taken in turn,
-    compared as they are (see ``gate.decide.judge_pairs``). ``absent``: why the benchmark does
+    compared as they are (see ``gate.throughput.judge_pairs``). ``absent``: why the benchmark does
     not exist at that revision (it is then new, from its first look)."""
 
     paired = True

@@ -240,7 +240,7 @@ class Disturbance(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Disturbed(Because):
-    """Samples taken while something else ran on the machine (see ``gate.decide.disturbed``)."""
+    """Samples taken while something else ran on the machine (see ``gate.throughput.disturbed``)."""
 
     kind = "disturbed"
     count: Count
@@ -273,7 +273,7 @@ class Disturbed(Because):
 @dataclass(frozen=True)
 class UnequalPairs(Because):
     """Pairs of samples (one of each side, taken one after the other) that something else
-    disturbed unequally (see ``gate.decide.unequal_pairs``): a neighbour that slowed one side of
+    disturbed unequally (see ``gate.throughput.unequal_pairs``): a neighbour that slowed one side of
     a pair more than the other."""
 
     kind = "unequal-pairs"

@@ -19,8 +19,9 @@ from pathlib import Path
 
 from ..gate import noise, structure
 from ..gate.attribute import attribute
-from ..gate.decide import MEMORY_CONFIRMATIONS, combine, compare_memory, compare_runs
+from ..gate.decide import MEMORY_CONFIRMATIONS, combine, compare_memory
 from ..gate.policy import GateSettings, gate_policy
+from ..gate.throughput import compare_runs
 from ..model import (
     Attribution,
     Comparison,
