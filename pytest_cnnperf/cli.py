@@ -3,7 +3,8 @@
 ``compare`` two runs, ``show`` one file, tabulate ``modes``, project ``epoch`` times, ``plot`` a
 results file, list the ``models`` that ``model_factory`` builds, check with ``doctor``
 whether this machine is fit to benchmark on, and read the run ``history`` (``dashboard``,
-``comment``; see ``pytest_cnnperf.history.commands``). Exit status: 0; 1 when ``compare
+``comment``; see ``pytest_cnnperf.history.commands``); ``bisect`` and ``noise`` run pytest
+themselves (``pytest_cnnperf.revision.commands``). Exit status: 0; 1 when ``compare
 --fail-on-regression`` found a regression or ``doctor`` a warning; 2 for a usage error or a file
 that cannot be used, with a one-line message naming the file and the problem.
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import TextIO
 
 from . import settings
-from .model import Result, Revision, Verdict, units
+from .model import Result, Verdict, units
 from .store.baseline import BaselineFileError
 from .store.results_file import FileProblem, Loaded, load, merged
 
@@ -377,113 +378,28 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     args = parser().parse_args(_with_bare_flags(given))
     stream = out or sys.stdout
     from .history.commands import CommandProblem
+    from .revision import commands
 
     try:
         if args.command == "bisect":
-            return _bisect(args, pytest_args, stream)
+            return commands.bisect(
+                args.revisions,
+                args.history,
+                args.branch,
+                args.benchmark,
+                pytest_args,
+                stream,
+                json_path=args.json,
+                markdown_path=args.markdown,
+            )
         if args.command == "noise":
-            return _noise(args, pytest_args, stream)
+            return commands.noise(pytest_args, args.runs, args.baselines, args.record, stream)
         lines, status = _run(args)
-    except (Problem, CommandProblem) as exc:
+    except (Problem, CommandProblem, commands.RunProblem) as exc:
         print(f"cnnperf {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     stream.write("\n".join(lines) + "\n")
     return status
-
-
-def _noise(args: argparse.Namespace, pytest_args: list[str], stream: TextIO) -> int:
-    """``cnnperf noise``: a line a run, then the profile written."""
-    from .reports import table
-    from .revision import noise
-
-    if not pytest_args:
-        raise Problem(
-            "give the pytest arguments that select the benchmarks after --, e.g. cnnperf noise "
-            "--runs 10 -- tests/perf"
-        )
-
-    def progress(i: int, results: tuple[Result, ...]) -> None:
-        steps = ", ".join(
-            f"{table.short_key(r.config)} {units.seconds(r.measured.step_time_s)}" for r in results
-        )
-        stream.write(f"run {i + 1}/{args.runs}: {steps}\n")
-        stream.flush()
-
-    try:
-        found = noise.record(pytest_args, args.runs, args.baselines, args.record, progress)
-    except noise.NoiseProblem as exc:
-        raise Problem(str(exc)) from None
-    stream.write("\n".join(noise.lines(found)) + "\n")
-    return EXIT_OK
-
-
-def _bisect(args: argparse.Namespace, pytest_args: list[str], stream: TextIO) -> int:
-    """``cnnperf bisect``: the progress as it goes, then the report."""
-    import json
-
-    from .reports import bisect as report
-    from .revision import bisect
-    from .revision.git import GitProblem, toplevel
-
-    revisions: list[str] = args.revisions
-    if args.history is not None or args.branch is not None:
-        if len(revisions) != 1:
-            raise Problem(
-                "--history takes the benchmark's test id, not GOOD and BAD: cnnperf bisect "
-                "--history TARGET TEST_ID -- PYTEST_ARGS"
-            )
-    elif len(revisions) != 2:
-        raise Problem(
-            f"give GOOD and BAD (got {len(revisions)} revision{'' if len(revisions) == 1 else 's'}"
-            "): cnnperf bisect GOOD BAD -- PYTEST_ARGS, or cnnperf bisect --history TARGET "
-            "TEST_ID -- PYTEST_ARGS"
-        )
-    if not pytest_args:
-        raise Problem(
-            "give the pytest arguments that select the benchmark after --, e.g. cnnperf bisect "
-            "main~10 main -- tests/perf/test_training.py::test_resnet50"
-        )
-    cwd = Path.cwd()
-    try:
-        top = toplevel(cwd, "cnnperf bisect")
-    except GitProblem as exc:
-        raise Problem(str(exc)) from None
-    if args.history is not None or args.branch is not None:
-        from .history.commands import bisect_range
-
-        good_name, bad_name, said = bisect_range(args.history, revisions[0], args.branch)
-        stream.write(said + "\n")
-    else:
-        good_name, bad_name = revisions
-    try:
-        good, bad = bisect.check_range(top, good_name, bad_name)
-    except bisect.BisectProblem as exc:
-        raise Problem(str(exc)) from None
-    stream.write(f"measuring {bad} against {good}, then the commits between them\n")
-    stream.flush()
-
-    def progress(step: bisect.Step, left: int) -> None:
-        stream.write(report.step_line(step, left) + "\n")
-        stream.flush()
-
-    def announce(role: str, commit: Revision, against: Revision) -> None:
-        stream.write(f"  measuring {commit.short} {commit.subject[:60]} against {against.short}\n")
-        stream.flush()
-
-    measure = bisect.measure_in_worktree(top, cwd, pytest_args)
-    try:
-        found = bisect.bisect(top, good, bad, measure, args.benchmark, progress, announce)
-    except bisect.BisectProblem as exc:
-        raise Problem(str(exc)) from None
-    except KeyboardInterrupt:
-        stream.write("interrupted: nothing is left behind\n")
-        return bisect.INTERRUPTED
-    stream.write("\n".join(["", *report.lines(found)]) + "\n")
-    if args.json is not None:
-        args.json.write_text(json.dumps(report.document(found), indent=1) + "\n")
-    if args.markdown is not None:
-        args.markdown.write_text(report.render_markdown(found))
-    return found.status
 
 
 def _run(args: argparse.Namespace) -> tuple[list[str], int]:

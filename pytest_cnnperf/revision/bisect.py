@@ -17,10 +17,7 @@ verdicts; :func:`measure_in_worktree` is the real one.
 
 from __future__ import annotations
 
-import json
 import math
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,6 +27,7 @@ from pathlib import Path
 
 from ..model import Result, Revision, Verdict
 from .git import GitProblem, Worktree, resolve, run_git
+from .pytest_run import results_of, run_to_the_end, why
 
 #: exit statuses of ``cnnperf bisect``
 FOUND, NOTHING, USAGE, RANGE, UNSURE, INTERRUPTED = 0, 1, 2, 3, 4, 130
@@ -322,62 +320,14 @@ def measure_in_worktree(
             if thresholds is not None:
                 command += [f"--cnnperf-threshold={thresholds[0]:.6f}"]
                 command += [f"--cnnperf-memory-threshold={thresholds[1]:.6f}"]
-            done = _run_to_the_end([*command, *pytest_args], cwd)
-            results = _results(report)
+            done = run_to_the_end([*command, *pytest_args], cwd)
+            results = results_of(report)
             error = None
             if not results:
-                error = _why(done)
+                error = why(done)
             return Run(results, error, time.perf_counter() - started)
         finally:
             report.unlink(missing_ok=True)
             tree.remove()
 
     return measure
-
-
-#: how long an interrupted pytest run may take to clean up (its worktree, its processes)
-CLEANUP_S = 60.0
-
-
-def _run_to_the_end(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run pytest; interrupted, let it end in order (it removes its own worktree and ends its
-    processes) before the interrupt goes on."""
-    process = subprocess.Popen(
-        command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        out, err = process.communicate()
-    except KeyboardInterrupt:
-        process.send_signal(signal.SIGINT)  # a terminal's Ctrl-C reached it too; a kill did not
-        try:
-            process.wait(timeout=CLEANUP_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        raise
-    return subprocess.CompletedProcess(command, process.returncode, out, err)
-
-
-def _results(path: Path) -> tuple[Result, ...]:
-    from ..store.results_file import RESULTS
-
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return ()
-    if not isinstance(data, dict) or RESULTS.version_problem(data):
-        return ()
-    return RESULTS.load(data).results
-
-
-def _why(done: subprocess.CompletedProcess[str]) -> str:
-    """Why a run measured nothing, in a line: the error pytest named, or the end of what it
-    said."""
-    lines = [line.strip() for line in (done.stdout + done.stderr).splitlines() if line.strip()]
-    errors = [line[1:].strip() for line in lines if line.startswith("E ")]
-    collecting = any("error during collection" in line for line in lines)
-    if errors and collecting:
-        return f"its tests cannot be collected: {errors[-1]}"
-    if errors:
-        return f"pytest exited with status {done.returncode}: {errors[-1]}"
-    return f"pytest exited with status {done.returncode}: {lines[-1] if lines else 'no output'}"

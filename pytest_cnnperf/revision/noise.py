@@ -24,7 +24,7 @@ from typing import Any
 from ..gate.noise import Run, fit
 from ..model import NoiseProfile, Result, units
 from ..store import noise as noise_file
-from .bisect import _results, _run_to_the_end, _why
+from .pytest_run import results_of, run_to_the_end, why
 
 #: what a recording file says it holds (the format ``scripts/gate-simulation`` reads)
 WHAT = (
@@ -59,10 +59,10 @@ def one_run(pytest_args: Sequence[str], cwd: Path) -> tuple[Result, ...]:
         command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--cnnperf"]
         command += ["--cnnperf-save", f"--cnnperf-baselines={Path(folder) / 'baselines'}"]
         command += [f"--cnnperf-json={report}", *pytest_args]
-        done = _run_to_the_end(command, cwd)
-        results = tuple(r for r in _results(report) if r.measurement and r.environment)
+        done = run_to_the_end(command, cwd)
+        results = tuple(r for r in results_of(report) if r.measurement and r.environment)
         if not results:
-            raise NoiseProblem(f"a run measured no benchmark: {_why(done)}")
+            raise NoiseProblem(f"a run measured no benchmark: {why(done)}")
         return results
 
 
