@@ -19,7 +19,7 @@ from .measuring.loader import LoopSpec, is_dataloader, loader_name, said_batch_s
 from .measuring.workload import OPTIMIZERS, InferenceSpec, TrainSpec
 from .model import BenchConfig, CompileSetting, OptionValue
 from .model.config import LoaderSetting
-from .settings import COMPILE_MODES, parse_amp
+from .parsers import COMPILE_MODES, parse_amp
 
 #: the ``torch.compile`` arguments ``compile={...}`` takes
 COMPILE_ARGUMENTS = ("backend", "mode", "fullgraph", "dynamic", "options")

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from . import settings
+from . import parsers, settings
 from .model import Result, Verdict, units
 from .store.baseline import BaselineFileError
 from .store.results_file import FileProblem, Loaded, load, merged
@@ -32,7 +32,7 @@ class Problem(Exception):
     """Something the command cannot do with what it was given; exit status 2."""
 
 
-_fraction = settings.argtype(settings.THRESHOLD.parse)
+_fraction = parsers.argtype(settings.THRESHOLD.parse)
 
 FAIL_ON = "--fail-on-regression"
 

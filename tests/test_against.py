@@ -37,9 +37,9 @@ from pytest_cnnperf.model import (
     UnequalPairs,
     Verdict,
 )
+from pytest_cnnperf.parsers import parse_revision
 from pytest_cnnperf.revision import git
 from pytest_cnnperf.revision.imports import leak_message, leaks
-from pytest_cnnperf.settings import parse_revision
 
 SETTINGS = GateSettings(CPU.gate, throughput_threshold=0.10, memory_threshold=0.05, strict=False)
 DESIGN = CPU.sampling.design(CPU.gate)

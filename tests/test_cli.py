@@ -87,7 +87,8 @@ def test_compare_matches_benchmarks_and_shows_both_figures(
     assert row[:4] == ["test_train[resnet18]", "resnet18", "bs=8", "64x64"]
     assert row[8] == "1.25x"
     assert row[-2:] == ["+0.0%", "improved"]
-    assert lines[-2:] == [
+    summary = next(i for i, line in enumerate(lines) if line.startswith("3 benchmarks in both"))
+    assert lines[summary : summary + 2] == [
         "3 benchmarks in both: 3 improved; geometric mean speedup 1.25x",
         "speedup: NEW throughput / OLD throughput. regressed: slower beyond 10% with 99% "
         "confidence, allowing for each run's samples and for how much runs differ on this kind "
@@ -137,6 +138,45 @@ def test_fail_on_regression_takes_a_threshold(
     assert status == 0
     assert "3 benchmarks in both: 3 ok" in out
     assert "regressed: slower beyond 40%" in out
+
+
+def busy(factor: float, every: int = 1) -> Any:
+    """Every ``every``-th sample slowed by ``factor`` while a neighbour took a core from it."""
+
+    def change(result: dict[str, Any]) -> None:
+        for i, sample in enumerate(result["measurement"]["samples"]):
+            if i % every == 0:
+                sample["step_time_s"] *= factor
+                sample["cpu_contention"] = 1.0
+            else:
+                sample["cpu_contention"] = 0.0
+
+    return change
+
+
+@pytest.mark.usefixtures("quiet_machine")
+def test_compare_calls_no_regression_from_samples_a_busy_machine_slowed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Samples whose threads waited for the CPU say what the machine did, not the code: with
+    every sample of NEW taken beside a neighbour, nothing is decided and the command passes; with
+    some, the quiet ones decide."""
+    new = edited(tmp_path, "busy.json", busy(14.0))
+    status, out, _ = run(capsys, "compare", SAVE, new, "--fail-on-regression")
+    assert status == 0
+    assert "3 benchmarks in both: 3 inconclusive" in out
+    assert (
+        "NEW: the machine was busy: 12 of 12 samples had erratic step times, a slow calibration or "
+        "threads kept waiting for the CPU, so none can show a regression: no throughput verdict; "
+        "re-run it when the machine is quieter"
+    ) in out
+    both = edited(tmp_path, "slower-and-busy.json", lambda r: (slower(1.3)(r), busy(14.0, 2)(r)))
+    status, out, _ = run(capsys, "compare", SAVE, both, "--fail-on-regression")
+    assert status == 1
+    assert (
+        "NEW: 6 of 12 samples had erratic step times, a slow calibration or threads kept waiting for the CPU; the other 6 alone show the regression"
+        in out
+    )
 
 
 def test_an_unchanged_run_passes_the_gate(capsys: pytest.CaptureFixture[str]) -> None:

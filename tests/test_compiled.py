@@ -43,8 +43,8 @@ from pytest_cnnperf.model import (
     Sample,
     Verdict,
 )
+from pytest_cnnperf.parsers import parse_compile_modes
 from pytest_cnnperf.reports import explain, markdown, modes, table, terminal
-from pytest_cnnperf.settings import parse_compile_modes
 from pytest_cnnperf.store import codec
 from pytest_cnnperf.store.baseline import BaselineFile, parse, render
 from pytest_cnnperf.store.results_file import RESULTS

@@ -19,7 +19,7 @@ from types import ModuleType
 
 import pytest
 
-from pytest_cnnperf import cli, plugin, settings
+from pytest_cnnperf import cli, parsers, plugin, settings
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -54,7 +54,7 @@ def test_every_setting_has_help_text() -> None:
 
 
 def test_a_setting_without_help_fails_the_reference() -> None:
-    bare = settings.Setting("bare", settings.parse_text, "  ", flag=True)
+    bare = settings.Setting("bare", parsers.parse_text, "  ", flag=True)
     with pytest.raises(ref.MissingHelp, match="settings without help text: bare"):
         ref.check_help((*plugin.TABLE, bare))
 

@@ -33,8 +33,8 @@ from pytest_cnnperf.model import (
     Result,
     Verdict,
 )
+from pytest_cnnperf.parsers import parse_metric
 from pytest_cnnperf.reports import explain
-from pytest_cnnperf.settings import parse_metric
 
 SETTINGS = GateSettings(
     CPU.gate, throughput_threshold=0.10, memory_threshold=0.05, strict=False, metric="instructions"

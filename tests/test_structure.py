@@ -28,7 +28,7 @@ from pytest_cnnperf.model.structure import (
     changes,
     numbers_differ,
 )
-from pytest_cnnperf.settings import parse_allowed, parse_structure
+from pytest_cnnperf.parsers import parse_allowed, parse_structure
 
 CPU = torch.device("cpu")
 

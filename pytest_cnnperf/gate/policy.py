@@ -17,7 +17,8 @@ from .. import settings as s
 from ..count_kinds import GATED_BY_DEFAULT
 from ..measuring.sample import SamplePlan
 from ..measuring.timing import TimingPolicy
-from ..settings import MIN_TIME, SAMPLES, Configuration, Effort, Settings
+from ..parsers import Effort
+from ..settings import MIN_TIME, SAMPLES, Configuration, Settings
 from .design import Design, doubling
 
 #: samples at a gated run's first look: the fewest whose exact test can reach a look's share of

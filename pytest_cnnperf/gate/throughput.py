@@ -214,6 +214,37 @@ def mostly(count: int, total: int) -> bool:
     return count * 3 >= total
 
 
+def compare_measured(
+    before: Measurement, after: Measurement, settings: GateSettings, profile: NoiseProfile
+) -> tuple[Comparison, Disturbed | None, str]:
+    """Two runs' measurements as ``cnnperf compare`` decides them (:func:`compare_runs`): the
+    samples something else disturbed were slowed by the machine, so the undisturbed ones alone
+    decide, and a run with none leaves no throughput verdict. Also which runs were disturbed
+    (``OLD``, ``NEW``, ``OLD and NEW``; empty where neither was)."""
+    items = (before.items_per_step, after.items_per_step)
+    flags = (disturbed(before), disturbed(after))
+    busy = [side for side in flags if any(side)]
+    if not busy:
+        found = compare_runs(before.step_times, after.step_times, settings, profile, items=items)
+        return found, None, ""
+    runs = " and ".join(n for n, side in zip(("OLD", "NEW"), flags, strict=True) if any(side))
+    count, total = sum(map(sum, busy)), sum(map(len, busy))
+    old, new = (
+        [t for t, flag in zip(m.step_times, side, strict=True) if not flag] or list(m.step_times)
+        for m, side in zip((before, after), flags, strict=True)
+    )
+    found = compare_runs(old, new, settings, profile, items=items)
+    if all(not all(side) for side in flags):
+        if found.verdict is Verdict.REGRESSED:
+            return found, Disturbed(count, total, Disturbance.QUIET_REGRESSED), runs
+        if mostly(count, total):
+            return found, Disturbed(count, total, Disturbance.NOTED), runs
+        return found, None, ""
+    effect = Disturbance.NOT_OK if found.verdict is Verdict.OK else Disturbance.NO_VERDICT
+    undecided = dataclasses.replace(found, verdict=Verdict.INCONCLUSIVE)
+    return undecided, Disturbed(count, total, effect), runs
+
+
 def calibration_change(
     measurement: Measurement, baseline: Measurement, device: str
 ) -> CalibrationChanged | None:

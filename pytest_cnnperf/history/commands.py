@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import settings
+from .. import parsers
 from .series import Analysis, analyse, build
 from .store import APPLICATION_ID, HistoryProblem, display, open_store
 
@@ -86,7 +86,7 @@ def configured_target(folder: Path) -> Path | str | None:
             if not value or not str(value).strip():
                 return None
             try:
-                target = settings.parse_history(value)
+                target = parsers.parse_history(value)
             except ValueError as exc:
                 raise CommandProblem(f"{path}: cnnperf_history = {value!r}: {exc}") from None
             return directory / target if isinstance(target, Path) else target
@@ -96,7 +96,7 @@ def configured_target(folder: Path) -> Path | str | None:
 def resolve_target(given: str | None, folder: Path) -> Path | str:
     if given is not None:
         try:
-            return settings.parse_history(given)
+            return parsers.parse_history(given)
         except ValueError as exc:
             raise CommandProblem(f"--history: {exc}") from None
     target = configured_target(folder)
@@ -140,7 +140,7 @@ def as_history(argument: str) -> Path | str | None:
     a test file's path)."""
     if "://" in argument:
         try:
-            return settings.parse_history(argument)
+            return parsers.parse_history(argument)
         except ValueError:
             return None
     path = Path(argument)

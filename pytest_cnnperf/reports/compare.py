@@ -21,7 +21,7 @@ from ..gate import noise, structure
 from ..gate.attribute import attribute
 from ..gate.decide import MEMORY_CONFIRMATIONS, combine, compare_memory
 from ..gate.policy import GateSettings, gate_policy
-from ..gate.throughput import compare_runs
+from ..gate.throughput import compare_measured
 from ..model import (
     Attribution,
     Comparison,
@@ -114,6 +114,10 @@ class Pair:
     attribution: Attribution | None = None
     #: the exact counts and the first steps' numbers that differ, where both sides have them
     structure: tuple[Reason, ...] = ()
+    #: samples something else disturbed, and what they did to the verdict
+    disturbed: Reason | None = None
+    #: which runs those samples are in: OLD, NEW or OLD and NEW
+    disturbed_runs: str = ""
 
     @property
     def speedup(self) -> float:
@@ -143,8 +147,7 @@ def pair(old: Result, new: Result, settings: GateSettings, profile: NoiseProfile
     """The two runs of one benchmark, decided with what their files hold: every sample's step
     time, allowing for the kind of machine's noise ``profile``, and every sample's peak."""
     before, after = old.measured, new.measured
-    items = (before.items_per_step, after.items_per_step)
-    throughput = compare_runs(before.step_times, after.step_times, settings, profile, items=items)
+    throughput, disturbed, runs = compare_measured(before, after, settings, profile)
     memory = None
     if before.memory_peaks and after.memory_peaks:
         confirmations = min(MEMORY_CONFIRMATIONS, len(after.memory_peaks))
@@ -163,7 +166,7 @@ def pair(old: Result, new: Result, settings: GateSettings, profile: NoiseProfile
         peaks = (before.peak_parts, after.peak_parts)
         attribution = attribute(old_profile, new_profile, grew, peaks)
     _, found = structure.judge(after, before, settings)
-    return Pair(old, new, throughput, memory, verdict, attribution, found)
+    return Pair(old, new, throughput, memory, verdict, attribution, found, disturbed, runs)
 
 
 def compare(
@@ -285,6 +288,8 @@ def lines(
             "step time"
         )
     for p in pairs:
+        if p.disturbed is not None:
+            out += ["", f"{p.new.test} [{p.new.key}], {p.disturbed_runs}: {p.disturbed}"]
         if p.attribution is not None:
             out += ["", f"operators of {p.new.test} [{p.new.key}], OLD -> NEW:"]
             every = len(p.attribution.changes) + len(p.attribution.allocations)

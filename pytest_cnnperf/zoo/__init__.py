@@ -12,9 +12,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from ..settings import (
-    Setting,
-    Settings,
+from ..parsers import (
     parse_amp_list,
     parse_compile_modes,
     parse_memory_formats,
@@ -22,6 +20,7 @@ from ..settings import (
     parse_positive_ints,
     positive_int,
 )
+from ..settings import Setting, Settings
 
 # fmt: off
 MODELS: Setting[tuple[str, ...] | None] = Setting(
