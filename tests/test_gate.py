@@ -318,6 +318,20 @@ def test_steady_contention_for_the_cores_gives_no_regression() -> None:
     assert judge(quiet, BASE, SETTINGS).verdict is Verdict.REGRESSED
 
 
+def test_a_benchmark_without_baseline_says_when_the_machine_was_busy() -> None:
+    """No baseline to judge against, but its figures are read: a run most of whose samples
+    waited for the CPU says so beside them."""
+    busy = disturb(measurement(times(6, 0.040, seed=2)), 4, cpu_contention=0.9)
+    decision = judge(busy, None)
+    assert decision.verdict is Verdict.NEW
+    assert (
+        "the machine was busy: 4 of 6 samples had erratic step times, a slow calibration or "
+        "threads kept waiting for the CPU"
+    ) in notes(decision)
+    quiet = disturb(measurement(times(6, 0.040, seed=2)), 1, cpu_contention=0.9)
+    assert not any("busy" in note for note in notes(judge(quiet, None)))
+
+
 def test_a_busy_machine_can_show_an_improvement_but_not_vouch_for_ok() -> None:
     """A busy machine only slows a benchmark, so an improvement stands; but "ok" must hold on
     the samples nothing disturbed, and when every one was, there are none to vouch for it."""

@@ -21,6 +21,8 @@ from ..model import (
     CountsMoved,
     CudaGraphsSkipped,
     Decision,
+    Disturbance,
+    Disturbed,
     Environment,
     Instructions,
     Look,
@@ -43,7 +45,7 @@ from ..model.findings import ComputesOtherwise
 from . import stats, structure
 from .attribute import attribute
 from .policy import GateSettings
-from .throughput import CHANGES, Throughput, measured, throughput_at
+from .throughput import CHANGES, Throughput, disturbed, measured, mostly, throughput_at
 
 #: memory barely varies, so one sample that agrees with the baseline settles it; a change must
 #: show in this many samples, every one past every baseline sample
@@ -254,11 +256,16 @@ def decide(
     )
     compile_failed = compiled is not None and compiled.verdict is Verdict.REGRESSED
     if baseline is None:
+        busy = disturbed(measurement)  # its figures are the machine's as much as the code's
+        count, total = sum(busy), len(busy)
+        noted = (
+            [Disturbed(count, total, Disturbance.NOTED)] if count and mostly(count, total) else []
+        )
         return Decision(
             verdict=Verdict.NEW,
             failed=settings.strict or compile_failed,
             baseline_file=baseline_file,
-            reasons=(absent or NoBaseline(environment.machine), *compile_reasons),
+            reasons=(absent or NoBaseline(environment.machine), *noted, *compile_reasons),
             compile=compiled,
             against=against,
         )
