@@ -1,17 +1,16 @@
 """The ``cnnperf`` fixture's object: describe a benchmark, measure it, gate it, record it.
 
 ``train_step``, ``train_loop``, ``inference`` and ``measure`` turn their arguments into a
-benchmark description (``benchmark``); ``_run`` takes the samples the gate asks for
-(``sampling``: in fresh processes by default), look after look, until the gate's decision is
-final (``gate.sequential``), and fails the calling test with the evidence (``reports.explain``)
-when it regressed. How much to measure and how strictly to judge comes resolved in the test's
-:class:`~gate.policy.Plan`.
+benchmark description (``benchmark``); ``_run`` picks its course through the gate
+(``gate.sequential``), has it followed (``follow``: samples in fresh processes by default,
+look after look, until the decision is final), records the result, and fails the calling test
+with the evidence (``reports.explain``) when it regressed. How much to measure and how strictly
+to judge comes resolved in the test's :class:`~gate.policy.Plan`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import hashlib
 import os
 import time
@@ -23,18 +22,17 @@ import pytest
 
 from . import benchmark
 from .benchmark import ArgumentProblem
+from .follow import Sources, follow
 from .gate import sequential
 from .gate.decide import kernels_differ
-from .gate.policy import COUNTED_STEPS, Plan
-from .gate.sequential import Gating, Next, Pairing, Reference, Saving
+from .gate.policy import Plan, uncountable
+from .gate.sequential import Gating, Reference, Saving
 from .measuring.loader import LoopSpec
 from .measuring.workload import InferenceSpec, TrainSpec, Workload
 from .model import (
     BenchConfig,
     Decision,
     Environment,
-    Instructions,
-    Measurement,
     NoBaseline,
     Result,
     Verdict,
@@ -43,7 +41,7 @@ from .reports import explain
 from .revision.against import AgainstRun
 from .revision.base import BaseProblem
 from .sampling.manager import Sampler, Target
-from .sampling.messages import BenchmarkError, Site, TakenSample
+from .sampling.messages import BenchmarkError, Site
 from .session import Session
 from .store import noise
 from .store.baseline import BaselineFileError, BaselineSaveError
@@ -376,7 +374,7 @@ class CnnPerf:
         self._keys.add(key)
         plan = self._plan
         if plan.gate.metric == "instructions":
-            _usage_if(self._uncountable(config, world_size))
+            _usage_if(uncountable(config, world_size, self._session.device))
         profiled = _profiled(plan.gate.attribution, config, world_size)
         target = Target(
             site=site,
@@ -390,7 +388,9 @@ class CnnPerf:
         problem: str | None = None
         try:
             course, base = self._course(site, world_size, profiled)
-            result = self._follow(config, target, course, base)
+            sides = self._sides
+            sources = Sources(self._sampler, base, sides.counting, sides.counting_base)
+            result = follow(config, self._location.nodeid, target, course, sources)
             if plan.save and result.verdict is Verdict.SAVED:
                 self._session.queue_baseline(self._location, result)
         except BenchmarkError as exc:
@@ -410,16 +410,6 @@ class CnnPerf:
         if result.decision is not None and result.decision.failed:
             pytest.fail(explain.failure(result), pytrace=False)
         return result
-
-    def _measured(self, config: BenchConfig, taken: list[TakenSample]) -> Result:
-        """The result of the samples taken so far, without a decision."""
-        return Result(
-            config=config,
-            test_id=self._location.nodeid,
-            recorded=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            environment=taken[0].environment,
-            measurement=Measurement(config.batch_size, tuple(t.sample for t in taken), config.unit),
-        )
 
     def _course(
         self, site: Site, world_size: int, profiled: bool
@@ -444,123 +434,6 @@ class CnnPerf:
         course = sequential.pairing(plan, against.against, profiled=profiled, absent=absent)
         timeout = self._session.sample_timeout
         return course, None if absent else side.sampler(timeout)
-
-    def _follow(
-        self,
-        config: BenchConfig,
-        target: Target,
-        course: Gating | Saving,
-        base: Sampler | None = None,
-    ) -> Result:
-        """Take the samples the gate asks for, look after look, until its decision is final
-        (with ``base``, as many of the revision gated against, in turn)."""
-        taken: list[TakenSample] = []
-        base_taken: list[TakenSample] = []
-        step: Next | None = course.first()
-        while step is not None:
-            if step.paired and base is not None:
-                first = len(taken), len(base_taken)
-                base = self._take_pairs(target, step, course, base, taken, base_taken)
-                if step.instructions and base is not None:  # each side counted once
-                    _with_counts(taken, first[0], self._count(target))
-                    _with_counts(base_taken, first[1], self._count(target, revision=True))
-            else:
-                batch = self._sampler.take(_asked(target, step), step.samples)
-                if step.instructions and batch:  # kept with the batch's first sample
-                    _with_counts(batch, 0, self._count(target))
-                taken += batch
-            result = self._measured(config, taken)
-            if isinstance(course, Pairing):
-                reference = self._measured(config, base_taken) if base and base_taken else None
-                decision, step = course.look(result, reference)
-            else:
-                decision, step = course.look(result)
-        if base_taken:  # the revision's samples, beside the verdict they decided
-            decision = dataclasses.replace(
-                decision, reference=self._measured(config, base_taken).measured
-            )
-        found = decision.attribution
-        if found is not None and target.trace and os.path.exists(target.trace):
-            decision = dataclasses.replace(
-                decision, attribution=dataclasses.replace(found, trace=target.trace)
-            )
-        return dataclasses.replace(result, decision=decision)
-
-    def _uncountable(self, config: BenchConfig, world_size: int) -> str | None:
-        """Why ``config`` cannot be gated by its instructions, or ``None``."""
-        fix = "gate it by time: @pytest.mark.cnnperf(metric='time')"
-        if self._session.device_type != "cpu":
-            return (
-                f"metric='instructions' counts instructions on the CPU, and this run measures "
-                f"on {self._session.device}; {fix}, or run it with --cnnperf-device=cpu"
-            )
-        if config.compile is not None:
-            return (
-                f"{config.compile.label()} under metric='instructions': compiling under Valgrind "
-                f"takes hours, and a compiled step's kernels are generated code; {fix}"
-            )
-        if config.loader is not None:
-            return (
-                "train_loop under metric='instructions': the loader's worker processes and its "
-                f"waits are not the step's instructions; {fix}, or count the step alone with "
-                "train_step"
-            )
-        if world_size != 1:
-            return (
-                f"world_size={world_size} under metric='instructions': one process is "
-                f"counted; {fix}"
-            )
-        return None
-
-    def _count(self, target: Target, revision: bool = False) -> Instructions:
-        """The instructions of ``target``'s step, counted in the session's counting process
-        (started at the first count), or the revision's gated against."""
-        counting = self._sides.counting_base if revision else self._sides.counting
-        if counting is None:
-            raise BenchmarkError("this process cannot count instructions")
-        counted = dataclasses.replace(
-            target,
-            plan=dataclasses.replace(target.plan, instructions=COUNTED_STEPS),
-            memory_samples=0,
-            counted_samples=0,
-            profile_samples=0,
-            trace=None,
-        )
-        (taken,) = counting().take(counted, 1)
-        if taken.sample.instructions is None:
-            raise BenchmarkError("the counting process returned no instructions")
-        return taken.sample.instructions
-
-    def _take_pairs(
-        self,
-        target: Target,
-        step: Next,
-        course: Gating | Saving,
-        base: Sampler,
-        taken: list[TakenSample],
-        base_taken: list[TakenSample],
-    ) -> Sampler | None:
-        """``step.samples`` samples of each side, one after the other, the revision's first in
-        every other pair (A B B A ...: a drift of the machine reaches both alike); the i-th of
-        each with the same passes (the revision's without a trace). Returns the
-        revision's sampler, ``None`` once it turned out not to make this benchmark call."""
-        sampler: Sampler | None = base
-        for i in range(step.samples):
-            asked = _asked(target, step, i)
-            sides = [(self._sampler, asked, taken)]
-            if sampler is not None:
-                theirs = dataclasses.replace(asked, trace=None)
-                sides.insert(0 if len(taken) % 2 == 0 else 1, (sampler, theirs, base_taken))
-            for side, what, into in sides:
-                try:
-                    into += side.take(what, 1)
-                except BenchmarkError as exc:
-                    if side is self._sampler or exc.problem != "absent":
-                        raise
-                    assert isinstance(course, Pairing)
-                    course.lost(str(exc))
-                    sampler = None
-        return sampler
 
     def _trace_path(self, key: str) -> str | None:
         """Where the profiled steps of the benchmark ``key`` are written as a trace, with
@@ -616,21 +489,3 @@ class CnnPerf:
         )
         self._session.record(result)
         pytest.fail(f"cnnperf: {message}", pytrace=False)
-
-
-def _with_counts(taken: list[TakenSample], index: int, counts: Instructions) -> None:
-    """Keep ``counts`` with the ``index``-th sample taken."""
-    kept = taken[index]
-    sample = dataclasses.replace(kept.sample, instructions=counts)
-    taken[index] = TakenSample(sample, kept.environment)
-
-
-def _asked(target: Target, step: Next, i: int | None = None) -> Target:
-    """``target`` with the passes ``step`` asks of its samples, or (``i``) of its ``i``-th."""
-    if i is None:
-        memory, counted, profile = step.memory, step.counted, step.profile
-    else:
-        memory, counted, profile = (int(i < n) for n in (step.memory, step.counted, step.profile))
-    return dataclasses.replace(
-        target, memory_samples=memory, counted_samples=counted, profile_samples=profile
-    )

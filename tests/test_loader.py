@@ -38,7 +38,7 @@ from pytest_cnnperf.model import (
     Verdict,
 )
 from pytest_cnnperf.model.config import LoaderSetting
-from pytest_cnnperf.model.sample import Loading
+from pytest_cnnperf.model.parts import Loading
 from pytest_cnnperf.reports import benchmark_json, epoch, explain, markdown, table
 from pytest_cnnperf.reports.loader import InputFigures
 

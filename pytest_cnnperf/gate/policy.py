@@ -17,6 +17,7 @@ from .. import settings as s
 from ..count_kinds import GATED_BY_DEFAULT
 from ..measuring.sample import SamplePlan
 from ..measuring.timing import TimingPolicy
+from ..model import BenchConfig
 from ..parsers import Effort
 from ..settings import MIN_TIME, SAMPLES, Configuration, Settings
 from .design import Design, doubling
@@ -242,3 +243,27 @@ def plan(values: Settings, configuration: Configuration, device_type: str) -> Pl
         trace=values[s.TRACE],
         creep=CreepPlan(creep, values[s.CREEP_RUNS]) if applies and creep is not None else None,
     )
+
+
+def uncountable(config: BenchConfig, world_size: int, device: str) -> str | None:
+    """Why ``config`` cannot be gated by its instructions on ``device``, or ``None``."""
+    fix = "gate it by time: @pytest.mark.cnnperf(metric='time')"
+    if device.split(":")[0] != "cpu":
+        return (
+            f"metric='instructions' counts instructions on the CPU, and this run measures "
+            f"on {device}; {fix}, or run it with --cnnperf-device=cpu"
+        )
+    if config.compile is not None:
+        return (
+            f"{config.compile.label()} under metric='instructions': compiling under Valgrind "
+            f"takes hours, and a compiled step's kernels are generated code; {fix}"
+        )
+    if config.loader is not None:
+        return (
+            "train_loop under metric='instructions': the loader's worker processes and its "
+            f"waits are not the step's instructions; {fix}, or count the step alone with "
+            "train_step"
+        )
+    if world_size != 1:
+        return f"world_size={world_size} under metric='instructions': one process is counted; {fix}"
+    return None

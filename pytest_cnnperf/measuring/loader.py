@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..model.sample import Loading
+from ..model.parts import Loading
 from . import numbers
 from .cpuload import CpuSnapshot
 from .flops import Counts

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..model.sample import Loading
+from ..model.parts import Loading
 from ..model.structure import StepNumbers
 from . import flops, numbers
 from .compiled import Compiled, CompileRequest

@@ -54,17 +54,14 @@ from .identity import (
     Revision,
 )
 from .noise import NoiseProfile, NoiseProfileFile
+from .parts import Compilation, GraphBreak, Instructions, OperatorInstructions
 from .profile import Attribution, OperatorChange, OperatorTime, PeakParts, Profile
 from .result import Headline, Result, ResultsFile
 from .sample import (
-    Compilation,
     DeviceHealth,
     Energy,
-    GraphBreak,
-    Instructions,
     Measurement,
     MemoryPeak,
-    OperatorInstructions,
     Peak,
     Sample,
     Spread,

@@ -9,7 +9,7 @@ from ..count_kinds import KINDS
 from . import units
 from .because import ACCEPT, Because, plural
 from .comparison import Comparison
-from .sample import GraphBreak
+from .parts import GraphBreak
 from .structure import CountChange, NumbersDiffer
 from .values import Count, NonNegative, Positive
 
