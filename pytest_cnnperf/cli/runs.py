@@ -1,6 +1,6 @@
 """The ``cnnperf`` commands that run pytest themselves, as the terminal shows them: ``bisect``
 (a commit's run after another's, then the report) and ``noise`` (a run after another, then the
-profile). The parsing stays in ``pytest_cnnperf.cli``.
+profile). The parsing is ``parser``'s.
 """
 
 from __future__ import annotations
@@ -10,12 +10,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from ..history.commands import bisect_range
 from ..model import Result, Revision, units
 from ..reports import bisect as report
 from ..reports import table
-from . import bisect as bisecting
-from . import noise as noise_run
-from .git import GitProblem, toplevel
+from ..revision import bisect as bisecting
+from ..revision import noise as noise_run
+from ..revision.git import GitProblem, toplevel
 
 
 class RunProblem(Exception):
@@ -86,8 +87,6 @@ def bisect(
     except GitProblem as exc:
         raise RunProblem(str(exc)) from None
     if history is not None or branch is not None:
-        from ..history.commands import bisect_range
-
         good_name, bad_name, said = bisect_range(history, revisions[0], branch)
         stream.write(said + "\n")
     else:
