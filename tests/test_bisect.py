@@ -300,7 +300,8 @@ def test_no_regression_between_good_and_bad_exits_1_with_the_figures(
     folder, shas = project([{}, {}])
     before = checkout_state(folder)
     done = cnnperf(folder, "bisect", shas[0], shas[1], "--", "test_perf.py")
-    assert done.returncode == bisect.NOTHING, done.stdout + done.stderr
+    # unchanged code: "no regression" (1), or "unsure" (4) while another process loads a core
+    assert done.returncode in (bisect.NOTHING, bisect.UNSURE), done.stdout + done.stderr
     assert "nothing bisected" in done.stdout.splitlines()[-1]
     assert checkout_state(folder) == before
 
