@@ -8,6 +8,7 @@ own, run in this process with scripted samples.)
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from scripted import Scripted
@@ -217,3 +218,35 @@ def test_the_failure_that_caused_the_others_is_reported() -> None:
     assert cause([waited, raised]) is raised
     # stopped after the grace period: no time, and not the first to exit
     assert cause([raised, ChildReport(error="stopped", rank=0)]) is raised
+
+
+def test_a_module_that_fails_to_preload_leaves_the_zygote_serving(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Preloading saves time only: a module whose import raises something other than
+    ImportError (scipy 1.10's boost under Valgrind raises SystemError) must not end the zygote,
+    which would leave the pytest process with "the sample-process server ended"."""
+    import os
+
+    from pytest_cnnperf.sampling import zygote
+
+    (tmp_path / "breaks_on_import.py").write_text("raise SystemError('unreported exception')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(zygote, "PRELOAD", ("breaks_on_import",))
+    requests_read, requests_write = os.pipe()
+    replies_read, replies_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(requests_write)
+            os.close(replies_read)
+            zygote.serve(requests_read, replies_write, lambda done: done(), lambda job: None)
+        finally:
+            os._exit(0)
+    os.close(requests_read)
+    os.close(replies_write)
+    with os.fdopen(replies_read) as replies:
+        first = replies.readline()
+        os.close(requests_write)
+        os.waitpid(pid, 0)
+    assert json.loads(first) == {"unusable": None}

@@ -129,8 +129,10 @@ def serve(
     replies = os.fdopen(replies_fd, "w", encoding="utf-8", buffering=1)
     requests = os.fdopen(requests_fd, "r", encoding="utf-8")
     _detach_output()
+    # preloading only saves time: a module that fails here (scipy 1.10's boost under Valgrind
+    # raises SystemError) is left to the sample that needs it, whose report says why
     for module in PRELOAD:
-        with contextlib.suppress(ImportError):
+        with contextlib.suppress(Exception):
             __import__(module)
     replies.write(json.dumps({"unusable": _probe(probe)}) + "\n")
     for line in requests:
