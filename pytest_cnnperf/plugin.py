@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from . import settings, zoo
-from .stash import AGAINST, COUNTING, INI, SAMPLING, SESSION
 
 if TYPE_CHECKING:
     from .measuring.cudnn import CudnnMode
     from .models import ModelFactory, ModelRegistry
+    from .revision.against import AgainstRun
+    from .revision.counting import CountingRun
     from .runner import CnnPerf, Sides
-    from .sampling.manager import Sampler
+    from .sampling.manager import Sampler, Sampling
     from .sampling.messages import Job
     from .sampling.stopping import Stopping
     from .session import Session
@@ -31,6 +32,22 @@ BENCHMARK_FIXTURES = frozenset({"cnnperf", "cnnperf_device", "cudnn_mode", "mode
 SKIP_REASON = "benchmark: run pytest with --cnnperf to measure it"
 #: every setting: the plugin's, then the zoo's
 TABLE = (*settings.SETTINGS, *zoo.SETTINGS)
+
+# the keys under which a session keeps its state in config.stash
+#: the session's results, baselines to save and settings (only in a ``--cnnperf`` run)
+SESSION: pytest.StashKey[Session] = pytest.StashKey()
+#: where the session's samples come from
+SAMPLING: pytest.StashKey[Sampling] = pytest.StashKey()
+#: how the session stops on SIGINT and SIGTERM
+STOPPING: pytest.StashKey[Stopping] = pytest.StashKey()
+#: the processes that count instructions (``--cnnperf-metric=instructions``): this checkout's,
+#: and the revision's where a run is gated against one
+COUNTING: pytest.StashKey[list[CountingRun]] = pytest.StashKey()
+#: the revision every benchmark is gated against in this run (``--cnnperf-against``): its
+#: worktree, and where samples are taken its process
+AGAINST: pytest.StashKey[AgainstRun | None] = pytest.StashKey()
+#: the ini values the other processes of a run are started with (``cnnperf_*``, by name)
+INI: pytest.StashKey[dict[str, str]] = pytest.StashKey()
 
 
 class HookSpecs:
@@ -223,7 +240,6 @@ def pytest_sessionstart(session: pytest.Session) -> Iterator[None]:
         return
     from .sampling import xdist
     from .sampling.stopping import Stopping
-    from .stash import STOPPING
 
     sampling = session.config.stash[SAMPLING]
     stopping = Stopping(lambda: _stop(session.config))
@@ -485,7 +501,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from .measuring.compiled import remove_cache
     from .reports import outputs
     from .sampling import xdist
-    from .stash import STOPPING
 
     _stop(session.config)
     remove_cache(state.compile_cache)
@@ -537,7 +552,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     handlers."""
     if _session(config) is None:
         return
-    from .stash import STOPPING
 
     _stop(config)
     stopping = config.stash.get(STOPPING, None)

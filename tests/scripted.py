@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from pytest_cnnperf.model import Environment, MemoryPeak, Sample
+from pytest_cnnperf.plugin import SAMPLING
 from pytest_cnnperf.sampling.manager import Target
 from pytest_cnnperf.sampling.messages import BenchmarkError, Site, TakenSample
-from pytest_cnnperf.stash import SAMPLING
 
 #: the spread of a scripted benchmark's samples around its step time: +-2%, in five steps, in an
 #: order whose every odd prefix (the samples of a look) has the step time as its median

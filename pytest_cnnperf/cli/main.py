@@ -255,4 +255,3 @@ def _models() -> list[str]:
         f"{len(rows)} models from torchvision, built with random weights (nothing is "
         "downloaded); a project adds its own with the pytest_cnnperf_register_models hook",
     ]
-

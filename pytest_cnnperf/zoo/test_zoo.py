@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from pytest_cnnperf.models import ModelFactory
+from pytest_cnnperf.plugin import SESSION
 from pytest_cnnperf.runner import CnnPerf
-from pytest_cnnperf.stash import SESSION
 from pytest_cnnperf.zoo import ZooCase, ZooOptions, cases
 
 
