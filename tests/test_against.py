@@ -23,6 +23,7 @@ from factories import CONFIG, ENV
 from repos import checkout_state
 from repos import git as git_
 
+from pytest_cnnperf.gate import policy
 from pytest_cnnperf.gate.policy import CPU, CUDA, GateSettings
 from pytest_cnnperf.gate.sequential import Next, Pairing
 from pytest_cnnperf.model import (
@@ -458,7 +459,8 @@ def project(pytester: pytest.Pytester) -> Project:
 def test_a_slower_commit_regresses_and_an_unrelated_one_passes_leaving_nothing_behind(
     project: Project,
 ) -> None:
-    project.commit("Sleep three times as long", sleep=0.030)
+    # ten times the step: caught whatever else the machine runs (sleeping needs no CPU)
+    project.commit("Sleep ten times as long", sleep=0.100)
     project.commit("A readme", **{"README.md": "# a project\n"})
     before = checkout_state(project.path)
     report, summary, junit = (project.path.parent / name for name in ("r.json", "r.md", "r.xml"))
@@ -484,7 +486,10 @@ def test_a_slower_commit_regresses_and_an_unrelated_one_passes_leaving_nothing_b
     assert decision["verdict"] == "regressed"
     assert decision["against"]["base"] == {"name": "HEAD~2", "sha": base, "subject": "A small net"}
     assert decision["against"]["head"]["sha"] == project.git("rev-parse", "HEAD")
-    assert len(decision["reference"]["samples"]) == len(result["measurement"]["samples"]) == 6
+    taken = len(result["measurement"]["samples"])
+    assert len(decision["reference"]["samples"]) == taken
+    cpu = policy.for_device("cpu")
+    assert taken in cpu.sampling.design(cpu.gate).paired().looks  # the two sides look together
     head = project.git("rev-parse", "HEAD")
     assert summary.read_text().splitlines()[2] == (
         f"Gated against HEAD\\~2 ({base[:10]}) measured in this run: A small net; the code "
@@ -636,7 +641,8 @@ def test_a_package_installed_outside_the_worktree_stops_the_run(project: Project
     """A project that relies on its installed package (no ``pythonpath`` in its ini): both
     sides would import the installed one."""
     project.commit("The package as installed", **{"tox.ini": INI.format(path="")})
-    project.commit("Sleep three times as long", sleep=0.030)
+    # ten times the step: caught whatever else the machine runs (sleeping needs no CPU)
+    project.commit("Sleep ten times as long", sleep=0.100)
     installed = _install(project, how)
     try:
         result = project.against("HEAD~1")
@@ -672,7 +678,8 @@ def _processes(pattern: str) -> list[str]:
 
 @pytest.mark.slow  # pytest and its revision's process started, interrupted, started again
 def test_ctrl_c_and_a_kill_leave_no_worktree_process_or_file_behind(project: Project) -> None:
-    project.commit("Sleep three times as long", sleep=0.030)
+    # ten times the step: caught whatever else the machine runs (sleeping needs no CPU)
+    project.commit("Sleep ten times as long", sleep=0.100)
     before = checkout_state(project.path)
     command = [sys.executable, "-m", "pytest", "--cnnperf", "--cnnperf-against=HEAD~1"]
     command += ["-p", "no:cacheprovider"]
@@ -707,7 +714,8 @@ def test_ctrl_c_and_a_kill_leave_no_worktree_process_or_file_behind(project: Pro
 def test_under_xdist_each_worker_has_its_own_revision_process_and_one_worktree(
     project: Project,
 ) -> None:
-    project.commit("Sleep three times as long", sleep=0.030)
+    # ten times the step: caught whatever else the machine runs (sleeping needs no CPU)
+    project.commit("Sleep ten times as long", sleep=0.100)
     result = project.against("HEAD~1", "-n", "2", "-p", "xdist")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*gated against HEAD~1 (*) measured in this run*"])
