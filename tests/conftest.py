@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import shutil
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -138,3 +139,25 @@ def scripted_project(
 
     monkeypatch.setattr(project, "runpytest", runpytest)
     return project
+
+
+#: ``saved_once(pytester, key, save)``
+SaveOnce = Callable[[pytest.Pytester, str, Callable[[], None]], None]
+
+
+@pytest.fixture(scope="session")
+def saved_once(tmp_path_factory: pytest.TempPathFactory) -> SaveOnce:
+    """Baselines saved once a session for each ``key``: the first test that asks runs ``save``
+    in its pytester and keeps a copy of the ``baselines`` folder it wrote; later tests get that
+    copy instead of saving the same net again (what they check is the gated run)."""
+    kept: dict[str, Path] = {}
+
+    def once(pytester: pytest.Pytester, key: str, save: Callable[[], None]) -> None:
+        if key in kept:
+            shutil.copytree(kept[key], pytester.path / "baselines")
+            return
+        save()
+        kept[key] = tmp_path_factory.mktemp(f"saved-{key}") / "baselines"
+        shutil.copytree(pytester.path / "baselines", kept[key])
+
+    return once

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 from torch.autograd import DeviceType  # type: ignore[attr-defined]
 
+from conftest import SaveOnce
 from pytest_cnnperf.cli import main
 from pytest_cnnperf.gate import structure as gate_structure
 from pytest_cnnperf.gate.policy import GatePolicy, GateSettings
@@ -567,16 +568,20 @@ def test_net(cnnperf):
 
 
 @pytest.fixture
-def net(pytester: pytest.Pytester, one_thread: None) -> pytest.Pytester:
+def net(pytester: pytest.Pytester, one_thread: None, saved_once: SaveOnce) -> pytest.Pytester:
     pytester.makepyfile(test_net=NET)
     pytester.makeini(
         "[pytest]\ncnnperf_inprocess = true\ncnnperf_samples = 3\ncnnperf_min_time = 0.02\n"
         "cnnperf_calibration = false\ncnnperf_peak_tflops = 1\ncnnperf_attribution = off\n"
     )
-    pytester.runpytest("--cnnperf", "--cnnperf-save").assert_outcomes(passed=1)
-    (saved,) = (pytester.path / "baselines").glob("*/test_net.json")
-    assert '"structure"' in saved.read_text()
-    assert '"numbers"' in saved.read_text()
+
+    def save() -> None:
+        pytester.runpytest("--cnnperf", "--cnnperf-save").assert_outcomes(passed=1)
+        (saved,) = (pytester.path / "baselines").glob("*/test_net.json")
+        assert '"structure"' in saved.read_text()
+        assert '"numbers"' in saved.read_text()
+
+    saved_once(pytester, "structure-net", save)
     return pytester
 
 
@@ -711,7 +716,7 @@ def test_clipped(cnnperf):
 
 
 @pytest.fixture
-def trained(pytester: pytest.Pytester, one_thread: None) -> pytest.Pytester:
+def trained(pytester: pytest.Pytester, one_thread: None, saved_once: SaveOnce) -> pytest.Pytester:
     """A net trained with Adam and AdamW, and a step of its own that clips its gradients, saved;
     the clock cannot fail them (a 90% loss, memory twice as large): only the counts can."""
     pytester.makepyfile(test_trained=TRAINED)
@@ -720,8 +725,13 @@ def trained(pytester: pytest.Pytester, one_thread: None) -> pytest.Pytester:
         "cnnperf_calibration = false\ncnnperf_peak_tflops = 1\ncnnperf_attribution = off\n"
         "cnnperf_threshold = 90%\ncnnperf_memory_threshold = 200%\n"
     )
-    saved = pytester.runpytest("--cnnperf", "--cnnperf-save", "-p", "no:randomly")
-    saved.assert_outcomes(passed=3)
+    saved_once(
+        pytester,
+        "structure-trained",
+        lambda: pytester.runpytest(
+            "--cnnperf", "--cnnperf-save", "-p", "no:randomly"
+        ).assert_outcomes(passed=3),
+    )
     return pytester
 
 
