@@ -459,9 +459,12 @@ def project(pytester: pytest.Pytester) -> Project:
 def test_a_slower_commit_regresses_and_an_unrelated_one_passes_leaving_nothing_behind(
     project: Project,
 ) -> None:
+    project.commit("A readme", **{"README.md": "# a project\n"})
+    unrelated = project.against("HEAD~1")
+    unrelated.assert_outcomes(passed=1)  # ok, or inconclusive on a busy machine: never a change
+    unrelated.stdout.re_match_lines([r"1 benchmark: 1 (ok|inconclusive)$"])
     # ten times the step: caught whatever else the machine runs (sleeping needs no CPU)
     project.commit("Sleep ten times as long", sleep=0.100)
-    project.commit("A readme", **{"README.md": "# a project\n"})
     before = checkout_state(project.path)
     report, summary, junit = (project.path.parent / name for name in ("r.json", "r.md", "r.xml"))
     slower = project.against(
@@ -498,9 +501,6 @@ def test_a_slower_commit_regresses_and_an_unrelated_one_passes_leaving_nothing_b
     xml = junit.read_text()
     for name, value in (("against", "HEAD~2"), ("against_sha", base), ("head_sha", head)):
         assert f'<property name="cnnperf.{name}" value="{value}" />' in xml
-    unrelated = project.against("HEAD~1")
-    unrelated.assert_outcomes(passed=1)  # ok, or inconclusive on a busy machine: never a change
-    unrelated.stdout.re_match_lines([r"1 benchmark: 1 (ok|inconclusive)$"])
     assert checkout_state(project.path) == before
     assert project.git("worktree", "list").count("\n") == 0
 
