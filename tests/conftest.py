@@ -141,12 +141,10 @@ def scripted_project(
     return project
 
 
-#: ``saved_once(pytester, key, save)``
-SaveOnce = Callable[[pytest.Pytester, str, Callable[[], None]], None]
-
-
 @pytest.fixture(scope="session")
-def saved_once(tmp_path_factory: pytest.TempPathFactory) -> SaveOnce:
+def saved_once(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Callable[[pytest.Pytester, str, Callable[[], None]], None]:
     """Baselines saved once a session for each ``key``: the first test that asks runs ``save``
     in its pytester and keeps a copy of the ``baselines`` folder it wrote; later tests get that
     copy instead of saving the same net again (what they check is the gated run)."""

@@ -440,9 +440,12 @@ class Project:
 
 
 @pytest.fixture
-def project(pytester: pytest.Pytester) -> Project:
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Project:
     """A git repository with a src-layout package (a name of its own: the leak tests install
-    it) and a benchmark test importing it; committed once, with a 10 ms step."""
+    it) and a benchmark test importing it; committed once, with a 10 ms step. Its runs train on
+    one thread, which another process holding a core does not stall (two threads wait for
+    each other there, tens of times their step): the outcomes hold on a busy machine."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     package = f"proj_{uuid.uuid4().hex[:8]}"
     (pytester.path / "src" / package).mkdir(parents=True)
     pytester.makeini(INI.format(path="pythonpath = src"))

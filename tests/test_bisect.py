@@ -287,6 +287,8 @@ def cnnperf(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pytest_cnnperf.cli", *args],
         cwd=folder,
+        # one thread, which another process holding a core does not stall (see test_against)
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
         capture_output=True,
         text=True,
         check=False,

@@ -23,7 +23,7 @@ import torch
 from factories import ENV
 from scripted import Scripted
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from pytest_cnnperf import benchmark
 from pytest_cnnperf.benchmark import ArgumentProblem
@@ -248,7 +248,11 @@ def test_the_figures_of_a_sample_hold_the_loader_and_the_model_alone() -> None:
     from pytest_cnnperf.measuring.sample import SamplePlan, take_sample
 
     timing = dataclasses.replace(POLICY.timing, min_time_s=0.01, warmup_max_s=0.1)
-    loader = DataLoader(Indexed(64), batch_size=4, shuffle=True)
+    # a pass longer than the most warm-up steps and the timed ones: a busy machine's longer
+    # warm-up never reaches the pass's end
+    batches = POLICY.timing.warmup_max_steps + 5 + 1
+    items = TensorDataset(torch.rand(4 * batches, 3, 4, 4), torch.arange(4 * batches) % 64)
+    loader = DataLoader(items, batch_size=4, shuffle=True)
     workload = build_loop(tiny(), loader, LoopSpec(batch_size=4, steps=5), CPU)
     sample, _ = take_sample(
         workload, CPU, SamplePlan(timing, calibrate=False), memory_pass=True, in_process=True
@@ -257,7 +261,7 @@ def test_the_figures_of_a_sample_hold_the_loader_and_the_model_alone() -> None:
     assert loading is not None
     assert len(sample.step_times_s) == 5
     assert set(sample.phases) == {"wait", "copy", "forward", "backward", "optimizer"}
-    assert (loading.batches, loading.seeded, loading.restarts) == (16, True, 0)
+    assert (loading.batches, loading.seeded, loading.restarts) == (batches, True, 0)
     assert loading.wait_s > 0
     assert loading.synthetic_step_s > 0
     assert loading.worker_cpu is None  # no workers

@@ -13,7 +13,6 @@ import torch
 from torch import nn
 from torch.autograd import DeviceType  # type: ignore[attr-defined]
 
-from conftest import SaveOnce
 from pytest_cnnperf.cli import main
 from pytest_cnnperf.gate import structure as gate_structure
 from pytest_cnnperf.gate.policy import GatePolicy, GateSettings
@@ -568,7 +567,9 @@ def test_net(cnnperf):
 
 
 @pytest.fixture
-def net(pytester: pytest.Pytester, one_thread: None, saved_once: SaveOnce) -> pytest.Pytester:
+def net(
+    pytester: pytest.Pytester, one_thread: None, saved_once: Callable[..., None]
+) -> pytest.Pytester:
     pytester.makepyfile(test_net=NET)
     pytester.makeini(
         "[pytest]\ncnnperf_inprocess = true\ncnnperf_samples = 3\ncnnperf_min_time = 0.02\n"
@@ -716,7 +717,9 @@ def test_clipped(cnnperf):
 
 
 @pytest.fixture
-def trained(pytester: pytest.Pytester, one_thread: None, saved_once: SaveOnce) -> pytest.Pytester:
+def trained(
+    pytester: pytest.Pytester, one_thread: None, saved_once: Callable[..., None]
+) -> pytest.Pytester:
     """A net trained with Adam and AdamW, and a step of its own that clips its gradients, saved;
     the clock cannot fail them (a 90% loss, memory twice as large): only the counts can."""
     pytester.makepyfile(test_trained=TRAINED)
