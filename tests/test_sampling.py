@@ -250,3 +250,24 @@ def test_a_module_that_fails_to_preload_leaves_the_zygote_serving(
         os.close(requests_write)
         os.waitpid(pid, 0)
     assert json.loads(first) == {"unusable": None}
+
+
+def test_a_zygote_that_ends_on_an_error_says_which() -> None:
+    """The zygote's output goes nowhere (it must not reach the terminal), so an error that ends
+    it is said on its pipe, and the pytest process's message carries it."""
+    from pytest_cnnperf.sampling.manager import Zygote
+    from pytest_cnnperf.sampling.messages import BenchmarkError
+
+    def broken(requests: int, replies: int) -> None:
+        raise SystemError("initialization of beta_ufunc raised unreported exception")
+
+    zygote = Zygote.fork(broken)
+    try:
+        with pytest.raises(BenchmarkError) as raised:
+            zygote.receive(timeout=60)
+    finally:
+        zygote.close(grace=5)
+    assert str(raised.value) == (
+        "the sample-process server ended: SystemError: initialization of beta_ufunc raised "
+        "unreported exception"
+    )

@@ -264,8 +264,7 @@ class BaseSide:
             self.handshake()
             if not zygote.wait_ready():
                 raise BaseProblem(
-                    f"{self.option}: the revision's sample processes cannot start: "
-                    f"{zygote.unusable}"
+                    f"{self.option}: the sample processes cannot start: {zygote.unusable}"
                 )
             self._sampler = BaseSampler(zygote, timeout, self.worktree)
         return self._sampler

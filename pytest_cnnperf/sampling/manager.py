@@ -139,6 +139,10 @@ class InProcessSampler:
                 raise BenchmarkError(describe_error(exc)) from exc
 
 
+#: the key of the line a zygote writes when it ends on an error (its output goes nowhere)
+ENDED = "ended"
+
+
 class Zygote:
     """Handle, in the pytest process, of the forked zygote.
 
@@ -183,6 +187,10 @@ class Zygote:
                 os.close(requests_write)
                 os.close(replies_read)
                 serve_(requests_read, replies_write)
+            except BaseException as exc:  # its output goes nowhere: say why on the pipe
+                with contextlib.suppress(OSError):
+                    why = {ENDED: f"{type(exc).__name__}: {exc}"}
+                    os.write(replies_write, (json.dumps(why) + "\n").encode())
             finally:
                 os._exit(0)
         os.close(requests_read)
@@ -203,6 +211,8 @@ class Zygote:
         if not line:
             raise BenchmarkError("the sample-process server ended unexpectedly")
         message: dict[str, Any] = json.loads(line)
+        if ENDED in message:
+            raise BenchmarkError(f"the sample-process server ended: {message[ENDED]}")
         return message
 
     def wait_ready(self) -> bool:
