@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from ..history.commands import CommandProblem
+from ..history import commands as history
 from ..model import Result, Verdict, units
 from ..store.baseline import BaselineFileError
 from ..store.results_file import FileProblem, Loaded, load, merged
@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if args.command == "noise":
             return runs.noise(pytest_args, args.runs, args.baselines, args.record, stream)
         lines, status = _run(args)
-    except (Problem, CommandProblem, runs.RunProblem) as exc:
+    except (Problem, history.CommandProblem, runs.RunProblem) as exc:
         print(f"cnnperf {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     stream.write("\n".join(lines) + "\n")
@@ -75,18 +75,16 @@ def _run(args: argparse.Namespace) -> tuple[list[str], int]:
     if command == "doctor":
         return _doctor()
     if command in ("history", "dashboard", "comment"):
-        from ..history import commands
-
         if command == "history":
-            lines = commands.history(
+            lines = history.history(
                 args.history, args.pattern, args.machine, args.window, args.rows
             )
         elif command == "dashboard":
-            lines = commands.dashboard(
+            lines = history.dashboard(
                 args.out_dir, args.history, args.pattern, args.machine, args.window
             )
         else:
-            lines = commands.comment(args.files, args.history, args.window, args.output)
+            lines = history.comment(args.files, args.history, args.window, args.output)
         return lines, EXIT_OK
     return _models(), EXIT_OK
 
