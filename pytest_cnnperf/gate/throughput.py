@@ -223,17 +223,13 @@ def compare_measured(
     (``OLD``, ``NEW``, ``OLD and NEW``; empty where neither was)."""
     items = (before.items_per_step, after.items_per_step)
     flags = (disturbed(before), disturbed(after))
+    old, new = (steady(m, side).step_times for m, side in zip((before, after), flags, strict=True))
+    found = compare_runs(old, new, settings, profile, items=items)
     busy = [side for side in flags if any(side)]
     if not busy:
-        found = compare_runs(before.step_times, after.step_times, settings, profile, items=items)
         return found, None, ""
     runs = " and ".join(n for n, side in zip(("OLD", "NEW"), flags, strict=True) if any(side))
     count, total = sum(map(sum, busy)), sum(map(len, busy))
-    old, new = (
-        [t for t, flag in zip(m.step_times, side, strict=True) if not flag] or list(m.step_times)
-        for m, side in zip((before, after), flags, strict=True)
-    )
-    found = compare_runs(old, new, settings, profile, items=items)
     if all(not all(side) for side in flags):
         if found.verdict is Verdict.REGRESSED:
             return found, Disturbed(count, total, Disturbance.QUIET_REGRESSED), runs
