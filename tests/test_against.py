@@ -23,7 +23,6 @@ from factories import CONFIG, ENV
 from repos import checkout_state
 from repos import git as git_
 
-from pytest_cnnperf.gate import policy
 from pytest_cnnperf.gate.policy import CPU, CUDA, GateSettings
 from pytest_cnnperf.gate.sequential import Next, Pairing
 from pytest_cnnperf.model import (
@@ -494,8 +493,7 @@ def test_a_slower_commit_regresses_and_an_unrelated_one_passes_leaving_nothing_b
     assert decision["against"]["head"]["sha"] == project.git("rev-parse", "HEAD")
     taken = len(result["measurement"]["samples"])
     assert len(decision["reference"]["samples"]) == taken
-    cpu = policy.for_device("cpu")
-    assert taken in cpu.sampling.design(cpu.gate).paired().looks  # the two sides look together
+    assert taken in DESIGN.paired().looks  # the two sides look together
     head = project.git("rev-parse", "HEAD")
     assert summary.read_text().splitlines()[2] == (
         f"Gated against HEAD\\~2 ({base[:10]}) measured in this run: A small net; the code "
