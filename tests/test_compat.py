@@ -123,6 +123,35 @@ def test_pytests_summary_and_skips_are_read_from_its_output(compat: ModuleType) 
     }
 
 
+def test_a_failed_tests_title_and_error_lines_are_read_from_its_output(
+    compat: ModuleType,
+) -> None:
+    errors = "".join(f"E       line {n}\n" for n in range(20))
+    output = (
+        "=================================== FAILURES ===================================\n"
+        "______________________________ test_save_counts ______________________________\n"
+        "    def test_save_counts():\n"
+        ">       assert ended == 0\n"
+        "E       AssertionError: the sample processes cannot start\n"
+        "E       assert 1 == 0\n"
+        "------------------------------ Captured stdout call ----------------------------\n"
+        "_____________________________ test_other[cpu] _____________________________\n"
+        f"{errors}"
+        "=========================== short test summary info ============================\n"
+        "E  not a report's line\n"
+        "==== 1 failed in 3.00s ====\n"
+    )
+    shown = compat.failures(output)
+    assert shown[:4] == [
+        "  test_save_counts:",
+        "    AssertionError: the sample processes cannot start",
+        "    assert 1 == 0",
+        "  test_other[cpu]:",
+    ]
+    assert shown[4:] == [f"    line {n}" for n in range(compat._SHOWN)]
+    assert compat.failures("==== 5 passed in 1.00s ====\n") == []
+
+
 def outcome(compat: ModuleType, name: str, skipped: set[str]) -> object:
     versions = {"Python": "3.11.7", "torch": "2.5.0"}
     return compat.Outcome(name, True, "3 passed", 61.2, 302.6, versions, frozenset(skipped))
@@ -163,6 +192,12 @@ echo "$(basename "$0") $*" >> "$FAKE_LOG"
 if [ "$(basename "$0")" = pytest ]; then
   grep SigIgn /proc/self/status >> "$FAKE_LOG"
   echo "SKIPPED [1] tests/test_cuda.py:40: needs a CUDA device"
+  if [ -n "$FAKE_PYTEST_FAILS" ]; then
+    echo "___ test_save ___"
+    echo "E   SystemError: initialization of _boost raised unreported exception"
+    echo "==== 1 failed, 4 passed, 1 skipped in 2.50s ===="
+    exit 1
+  fi
   echo "==== 5 passed, 1 skipped in 2.50s ===="
   exit 0
 fi
@@ -239,6 +274,23 @@ def test_a_set_that_cannot_install_says_pips_error_and_fails(
         r"\(install \d+ s\): pytest 8\.0, torch 2\.5, .*",
         lines[0],
     )
+
+
+def test_a_set_whose_tests_fail_says_which_and_why_under_its_line(
+    compat: ModuleType,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("FAKE_PYTEST_FAILS", "1")
+    status, _ = run(compat, tmp_path, monkeypatch, "floor")
+    assert status == 1
+    line, *failed = capsys.readouterr().out.splitlines()
+    assert line.startswith("floor: FAILED: 1 failed, 4 passed, 1 skipped (log: ")
+    assert failed == [
+        "  test_save:",
+        "    SystemError: initialization of _boost raised unreported exception",
+    ]
 
 
 def test_the_floor_the_manual_shows_passing_is_pyprojects(compat: ModuleType) -> None:
