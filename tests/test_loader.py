@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import multiprocessing
 import os
 import re
 import signal
@@ -346,6 +347,13 @@ def test_a_loader_too_short_for_one_measured_step_is_refused() -> None:
         "collate, or any iterable that yields (images, targets), at least 3 batches a pass; "
         "give it a dataset of at least 6 items at batch_size=2"
     )
+
+
+def test_a_refused_loader_leaves_no_worker_behind() -> None:
+    # the test's traceback holds the feed until a garbage collection, which would wait on each
+    # idle worker in turn: the refusal ends them itself
+    failing_read(DataLoader(Indexed(10), batch_size=2, num_workers=2), 2)
+    assert multiprocessing.active_children() == []
 
 
 def test_a_generator_read_once_is_refused_at_its_second_pass() -> None:

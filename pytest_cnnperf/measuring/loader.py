@@ -169,16 +169,21 @@ class Feed:
 
     def read(self) -> None:
         """The ``wait`` phase: the next batch (on the run's first read, the loader starts and
-        the time to its first batch is kept)."""
-        if self.iterator is None:
-            started = time.perf_counter()
-            self._begin()
+        the time to its first batch is kept). A loader refused here ends its workers now, not
+        when a garbage collection frees the traceback that holds them (in-process runs)."""
+        try:
+            if self.iterator is None:
+                started = time.perf_counter()
+                self._begin()
+                self.host = self._next()
+                self.first_batch_s = time.perf_counter() - started
+                self._check_first(self.host)
+                self._check_length()
+                return
             self.host = self._next()
-            self.first_batch_s = time.perf_counter() - started
-            self._check_first(self.host)
-            self._check_length()
-            return
-        self.host = self._next()
+        except BaseException:
+            self.iterator = None  # a DataLoader's iterator shuts its workers down when dropped
+            raise
 
     def restart(self) -> None:
         """Start the next pass now, leaving what is left of this one."""
