@@ -281,6 +281,8 @@ def test_a_sample_with_workers_keeps_the_cpu_they_used() -> None:
     sample, _ = take_sample(
         workload, CPU, SamplePlan(timing, calibrate=False), memory_pass=False, in_process=True
     )
+    assert workload.loop is not None
+    workload.loop.close()
     assert sample.loading is not None
     assert sample.loading.worker_cpu is not None
 
@@ -743,6 +745,32 @@ def test_a_loader_that_sleeps_far_longer_than_its_step_is_input_bound(
     result = project.runpytest("--cnnperf", "--cnnperf-effort=quick")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*note: test_real: input-bound: the step waited *% of the time*"])
+
+
+def test_an_in_process_loop_ends_its_loaders_workers_with_its_samples(
+    project: pytest.Pytester,
+) -> None:
+    """The loop's workers end when its samples do, not at some later garbage collection,
+    which would wait seconds on each in whatever test it fell in."""
+    project.makepyfile(
+        test_workers=textwrap.dedent(
+            """
+            import torch
+            from torch import nn
+            from torch.utils.data import DataLoader, TensorDataset
+
+
+            def test_workers(cnnperf):
+                data = TensorDataset(torch.rand(64, 3, 8, 8), torch.arange(64) % 4)
+                net = nn.Sequential(nn.Flatten(), nn.Linear(192, 4))
+                cnnperf.train_loop(net, DataLoader(data, batch_size=4, num_workers=1), steps=3)
+            """
+        )
+    )
+    others = set(multiprocessing.active_children())
+    result = project.runpytest("--cnnperf", "--cnnperf-effort=quick")
+    result.assert_outcomes(passed=1)
+    assert set(multiprocessing.active_children()) - others == set()
 
 
 def test_a_bad_loader_fails_its_test_with_the_message_and_the_users_line(

@@ -169,8 +169,8 @@ class Feed:
 
     def read(self) -> None:
         """The ``wait`` phase: the next batch (on the run's first read, the loader starts and
-        the time to its first batch is kept). A loader refused here ends its workers now, not
-        when a garbage collection frees the traceback that holds them (in-process runs)."""
+        the time to its first batch is kept). A loader refused here is closed, not left to the
+        traceback that holds it."""
         try:
             if self.iterator is None:
                 started = time.perf_counter()
@@ -182,8 +182,13 @@ class Feed:
                 return
             self.host = self._next()
         except BaseException:
-            self.iterator = None  # a DataLoader's iterator shuts its workers down when dropped
+            self.close()
             raise
+
+    def close(self) -> None:
+        """End the loader's workers now: a DataLoader's iterator shuts them down when dropped
+        (left to a garbage collection, the shutdown waits seconds on each)."""
+        self.iterator = None
 
     def restart(self) -> None:
         """Start the next pass now, leaving what is left of this one."""
@@ -326,6 +331,11 @@ class Loop:
             import torch
 
             self._layout = torch.channels_last
+
+    def close(self) -> None:
+        """The samples are over: the loader's workers end now (in-process runs; a sample
+        process takes them along when it exits)."""
+        self.feed.close()
 
     def _copy(self) -> None:
         """The ``copy`` phase: the batch just read to the device (``non_blocking`` on CUDA: a

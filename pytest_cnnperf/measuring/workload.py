@@ -69,6 +69,9 @@ class Loop(Window, Protocol):
         """The loader's figures of the sample whose loop steps ``timed`` holds; times the same
         step on a batch already on the device first."""
 
+    def close(self) -> None:
+        """The samples are over: the loader's workers end now."""
+
 
 @dataclass
 class Workload:

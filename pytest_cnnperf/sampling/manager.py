@@ -118,6 +118,7 @@ class InProcessSampler:
                 "their own"
             )
         with torchstate.preserved(self.device):
+            workload = None
             try:
                 workload = target.build(self.device, 1)
                 return [
@@ -137,6 +138,9 @@ class InProcessSampler:
                 ]
             except Exception as exc:
                 raise BenchmarkError(describe_error(exc)) from exc
+            finally:
+                if workload is not None and workload.loop is not None:
+                    workload.loop.close()
 
 
 #: the key of the line a zygote writes when it ends on an error (its output goes nowhere)
