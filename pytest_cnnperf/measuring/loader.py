@@ -186,8 +186,8 @@ class Feed:
             raise
 
     def close(self) -> None:
-        """End the loader's workers now: a DataLoader's iterator shuts them down when dropped
-        (left to a garbage collection, the shutdown waits seconds on each)."""
+        """End the loader's workers now, not whenever a garbage collection frees the iterator
+        (a DataLoader's iterator shuts its workers down when dropped)."""
         self.iterator = None
 
     def restart(self) -> None:
