@@ -46,8 +46,8 @@ COUNTING: pytest.StashKey[list[CountingRun]] = pytest.StashKey()
 #: the revision every benchmark is gated against in this run (``--cnnperf-against``): its
 #: worktree, and where samples are taken its process
 AGAINST: pytest.StashKey[AgainstRun | None] = pytest.StashKey()
-#: the ini values the other processes of a run are started with (``cnnperf_*``, by name)
-INI: pytest.StashKey[dict[str, str]] = pytest.StashKey()
+#: the options the other processes of a run are started with (``_passed_on``)
+PASSED: pytest.StashKey[tuple[str, ...]] = pytest.StashKey()
 
 
 class HookSpecs:
@@ -251,15 +251,14 @@ def pytest_sessionstart(session: pytest.Session) -> Iterator[None]:
     warning = sampling.start(lambda job: _sample_process(session, job))
     if warning:
         state.warn(warning)
-    ini = {s.ini_name: str(session.config.getini(s.ini_name)) for s in TABLE if s.ini}
-    ini[settings.AGAINST.ini_name] = ""  # the other sides gate against nothing
+    passed = _passed_on(session.config)
     against = session.config.stash.get(AGAINST, None)
     if against is not None:  # it collects while this process does
         from .revision.against import threads_set
 
         modes = state.settings[settings.CUDNN]
         cudnn = ",".join(m.value for m in modes) if modes else None
-        against.start(session.config, state.device, cudnn, ini, threads_set())
+        against.start(session.config, state.device, cudnn, passed, threads_set())
     if state.device_type == "cpu":
         from .revision.counting import CountingRun
 
@@ -268,7 +267,17 @@ def pytest_sessionstart(session: pytest.Session) -> Iterator[None]:
         session.config.stash[COUNTING] = (
             [CountingRun(), CountingRun(against)] if against else [CountingRun()]
         )
-    session.config.stash[INI] = ini
+    session.config.stash[PASSED] = passed
+
+
+def _passed_on(config: pytest.Config) -> tuple[str, ...]:
+    """The options the run's other pytest processes (the revision's, the counting ones) are
+    started with, so that they collect and measure as this one does: every ini setting as
+    this process reads it, no revision to gate against, and the zoo's command-line options."""
+    ini = {s.ini_name: str(config.getini(s.ini_name)) for s in TABLE if s.ini}
+    ini[settings.AGAINST.ini_name] = ""
+    words = [word for name, value in ini.items() for word in ("-o", f"{name}={value}")]
+    return (*words, *settings.as_given(config.invocation_params.args, zoo.SETTINGS))
 
 
 def _sides(config: pytest.Config, state: Session) -> Sides:
@@ -277,12 +286,12 @@ def _sides(config: pytest.Config, state: Session) -> Sides:
 
     against = config.stash.get(AGAINST, None)
     runs = config.stash.get(COUNTING, [])
-    ini = config.stash.get(INI, {})
+    passed = config.stash.get(PASSED, ())
 
     def counter(index: int) -> Callable[[], Sampler] | None:
         if index >= len(runs):
             return None
-        return lambda: runs[index].sampler(config, ini, state.sample_timeout)
+        return lambda: runs[index].sampler(config, passed, state.sample_timeout)
 
     return Sides(against, counter(0), counter(1))
 

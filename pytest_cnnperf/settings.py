@@ -17,7 +17,7 @@ Nothing here imports torch, numpy or the measuring code: ``pytest --help`` reads
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -352,6 +352,26 @@ MARKER_HELP = (
 
 def _dest(setting: Setting[Any]) -> str:
     return f"cnnperf_{setting.name}"
+
+
+def as_given(args: Sequence[str], table: Iterable[Setting[Any]]) -> list[str]:
+    """``table``'s options as the command line ``args`` gave them (``--flag=value``, a switch
+    as ``--flag``), for another pytest process of the run that must see them too."""
+    flags = {s.flag: s for s in table if s.flag is not None}
+    given: list[str] = []
+    words = iter(args)
+    for word in words:
+        flag, equals, _ = word.partition("=")
+        setting = flags.get(flag)
+        if setting is None:
+            continue
+        if setting.switch:
+            given.append(flag)
+        elif equals:
+            given.append(word)
+        else:
+            given.append(f"{flag}={next(words, '')}")
+    return given
 
 
 def add_options(parser: Any, table: Iterable[Setting[Any]] = SETTINGS) -> None:

@@ -291,3 +291,35 @@ def test_thresholds_that_would_switch_the_gate_off_are_refused() -> None:
     assert MEMORY_THRESHOLD.parse("5%") == pytest.approx(0.05)
     with pytest.raises(ValueError, match="did you mean 5%"):
         MEMORY_THRESHOLD.parse("5")
+
+
+def test_the_other_processes_get_the_ini_settings_and_the_zoos_options_as_given() -> None:
+    """The revision's process and the counting one collect the tests again: the zoo's options
+    decide which benchmarks there are, so they reach them as the command line gave them; the
+    ini settings as this process reads them, with no revision to gate against."""
+    from types import SimpleNamespace
+
+    from pytest_cnnperf import plugin, zoo
+    from pytest_cnnperf.settings import as_given
+
+    args = (
+        "--cnnperf",
+        "--cnnperf-save",
+        "--cnnperf-json=r.json",
+        "--cnnperf-zoo-batch-size",
+        "1,2",
+        "--cnnperf-zoo-models=resnet18",
+        "--pyargs",
+        "pytest_cnnperf.zoo",
+    )
+    given = ["--cnnperf-zoo-batch-size=1,2", "--cnnperf-zoo-models=resnet18"]
+    assert as_given(args, zoo.SETTINGS) == given
+    ini = {"cnnperf_samples": "5", "cnnperf_against": "main"}
+    config = SimpleNamespace(
+        getini=lambda name: ini.get(name, ""), invocation_params=SimpleNamespace(args=args)
+    )
+    passed = plugin._passed_on(config)  # type: ignore[arg-type]
+    assert passed[-2:] == tuple(given)
+    assert "cnnperf_samples=5" in passed
+    assert "cnnperf_against=" in passed  # the other sides gate against nothing
+    assert not any(word.startswith(("--cnnperf-save", "--cnnperf-json")) for word in passed)

@@ -7,6 +7,7 @@ process that takes samples, and everything removed when the run ends, Ctrl-C inc
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,11 +38,11 @@ class AgainstRun:
         config: Any,
         device: str,
         cudnn: str | None,
-        ini: dict[str, str],
+        passed: Sequence[str],
         threads: int | None,
     ) -> None:
         """Start the revision's pytest process (it collects while the head does)."""
-        how = launch(config, self.worktree, device, cudnn, ini)
+        how = launch(config, self.worktree, device, cudnn, passed)
         self.base = BaseSide.start(self.against, self.worktree, self.option, how, threads)
 
     def side(self) -> BaseSide:

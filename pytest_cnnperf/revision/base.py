@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,11 +81,11 @@ def launch(
     worktree: Worktree,
     device: str,
     cudnn: str | None,
-    ini: dict[str, str],
+    passed: Sequence[str],
 ) -> Launch | None:
     """The base process's command line, or ``None`` when none of the paths pytest was given
     exists at the revision (every benchmark is then new). ``config``: the head's pytest
-    config; ``ini``: the ``cnnperf_*`` ini values it passes on, by name."""
+    config; ``passed``: the options it passes on (the head's settings, not the revision's)."""
     paths = []
     for arg in config.args:
         part = Path(str(arg).split("::", 1)[0])
@@ -106,8 +107,7 @@ def launch(
         command += ["-c", str(inifile)]
     if cudnn:
         command.append(f"--cudnn={cudnn}")
-    for name, value in ini.items():  # the head's values, and none of the revision's own
-        command += ["-o", f"{name}={value}"]
+    command += passed
     if config.pluginmanager.hasplugin("xdist"):
         command += ["-n", "0"]  # one process: the head's worker (or the head) drives it
     return Launch((*command, *paths), cwd)

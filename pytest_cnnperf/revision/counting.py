@@ -16,6 +16,7 @@ import platform
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,9 +67,9 @@ def environment(folder: Path) -> dict[str, str]:
     }
 
 
-def launch(config: Any, ini: dict[str, str]) -> Launch:
+def launch(config: Any, passed: Sequence[str]) -> Launch:
     """The counting process's pytest command line: this run's tests, as given (``--pyargs``
-    too), with the plugin's settings."""
+    too), with the options the run passes on (its settings)."""
     command = [sys.executable, *_as_started(), "-p", "no:cacheprovider", "-q"]
     command += ["--cnnperf", "--cnnperf-device=cpu", f"--rootdir={config.rootpath}"]
     command += [f"--import-mode={config.option.importmode}"]
@@ -76,8 +77,7 @@ def launch(config: Any, ini: dict[str, str]) -> Launch:
         command += ["-c", str(config.inipath)]
     if getattr(config.option, "pyargs", False):
         command.append("--pyargs")
-    for name, value in ini.items():
-        command += ["-o", f"{name}={value}"]
+    command += passed
     if config.pluginmanager.hasplugin("xdist"):
         command += ["-n", "0"]  # one process: the worker (or the head) that counts drives it
     return Launch((*command, *map(str, config.args)), Path(config.invocation_params.dir))
@@ -99,7 +99,7 @@ class CountingRun:
     side: BaseSide | None = None
     folder: Path | None = None
 
-    def sampler(self, config: Any, ini: dict[str, str], timeout: float) -> BaseSampler:
+    def sampler(self, config: Any, passed: Sequence[str], timeout: float) -> BaseSampler:
         """The counting process's sampler (started now, once); ``BaseProblem`` when it cannot
         count."""
         if self.side is None:
@@ -110,10 +110,10 @@ class CountingRun:
                 here = Revision("this checkout", "this checkout")
                 tree = Worktree(top, here, top)  # the checkout itself: paths map to themselves
                 against = Against(here, here)
-                how: Launch | None = launch(config, ini)
+                how: Launch | None = launch(config, passed)
             else:
                 tree, against = self.revision.worktree, self.revision.against
-                how = base_launch(config, tree, "cpu", None, ini)
+                how = base_launch(config, tree, "cpu", None, passed)
             if how is None:
                 raise BaseProblem(f"{option}: none of this run's tests exist at {against.base}")
             how = under_callgrind(how, self.folder)
