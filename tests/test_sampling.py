@@ -171,6 +171,29 @@ def test_torch_work_before_the_session_falls_back_to_in_process_samples(
     )
 
 
+def test_a_zoo_batch_a_model_cannot_train_at_fails_its_test_naming_the_fix(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeini(INI)
+    result = pytester.runpytest(
+        "--cnnperf",
+        "--pyargs",
+        "pytest_cnnperf.zoo",
+        "--cnnperf-zoo-models=inception_v3,resnet18",
+        "--cnnperf-zoo-batch-size=1",
+        "--cnnperf-zoo-image-size=32",
+        plugins=[Scripted()],
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*cnnperf: inception_v3 trains at a batch size of 2 or more, not 1: one of its batch "
+            "normalisations sees a 1x1 map, which needs more than one image in training; give --cnnperf-zoo-batch-size=2 or more, or leave inception_v3 out with "
+            "--cnnperf-zoo-models"
+        ]
+    )
+
+
 def test_zoo_runs_with_small_settings(pytester: pytest.Pytester) -> None:
     """The zoo's options choose its models, batch size, image size and precisions. Its models
     are built, and take scripted samples: how a train step is measured, bf16 included, is

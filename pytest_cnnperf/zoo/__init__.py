@@ -87,6 +87,8 @@ class ZooModel:
     cpu_batch: int
     #: image size on the CPU; ``None``: the model's own (Inception-V3's auxiliary head needs 299)
     cpu_image: int | None = 64
+    #: the smallest batch it trains at (Inception-V3's auxiliary head batch-normalises a 1x1 map)
+    min_batch: int = 1
 
 
 CATALOG = (
@@ -96,9 +98,22 @@ CATALOG = (
     ZooModel("mobilenet_v2", gpu_batch=128, cpu_batch=8),
     ZooModel("efficientnet_b0", gpu_batch=128, cpu_batch=8),
     ZooModel("googlenet", gpu_batch=128, cpu_batch=8),
-    ZooModel("inception_v3", gpu_batch=64, cpu_batch=2, cpu_image=None),
+    ZooModel("inception_v3", gpu_batch=64, cpu_batch=2, cpu_image=None, min_batch=2),
 )
 DEFAULT_MODELS = tuple(m.name for m in CATALOG)
+
+
+def refusal(case: ZooCase) -> str | None:
+    """Why ``case`` cannot train, in the words of a failed test; ``None``: it can."""
+    least = next((m.min_batch for m in CATALOG if m.name == case.model), 1)
+    if case.batch_size >= least:
+        return None
+    return (
+        f"{case.model} trains at a batch size of {least} or more, not {case.batch_size}: one "
+        "of its batch normalisations sees a 1x1 map, which needs more than one image in "
+        f"training; give --cnnperf-zoo-batch-size={least} or more, or leave {case.model} out "
+        "with --cnnperf-zoo-models"
+    )
 
 
 @dataclass(frozen=True)

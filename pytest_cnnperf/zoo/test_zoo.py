@@ -9,7 +9,7 @@ import pytest
 from pytest_cnnperf.models import ModelFactory
 from pytest_cnnperf.plugin import SESSION
 from pytest_cnnperf.runner import CnnPerf
-from pytest_cnnperf.zoo import ZooCase, ZooOptions, cases
+from pytest_cnnperf.zoo import ZooCase, ZooOptions, cases, refusal
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -26,6 +26,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def test_train(cnnperf: CnnPerf, model_factory: ModelFactory, zoo_case: ZooCase) -> Any:
     """One training step: forward, cross-entropy, backward, SGD with momentum; eager, or
     compiled in a ``torch.compile`` mode (``--cnnperf-zoo-compile``)."""
+    why = refusal(zoo_case)
+    if why is not None:
+        pytest.fail(f"cnnperf: {why}", pytrace=False)
     model = model_factory(zoo_case.model)
     cnnperf.train_step(
         model,
