@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import gc
 import os
 import time
 from typing import TYPE_CHECKING, Any
@@ -84,6 +85,10 @@ def run_rank(job: Job, target: Target, base_device: Any) -> ChildReport:
         )
         step_times: list[float] = [0.0] * job.world_size
         dist.all_gather_object(step_times, sample.step_time_s)
+        # DDP's reducer holds the group: freed while every rank still does (at torch 2.5 a gloo
+        # group destroyed after its peer has gone can wait forever for its threads)
+        del workload
+        gc.collect()
         dist.barrier()
     except Exception as exc:
         # stamped before leaving the group: the other ranks fail when it is gone, later
