@@ -15,7 +15,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .measuring.compiled import CompileRequest
-from .measuring.loader import LoopSpec, is_dataloader, loader_name, said_batch_size
+from .measuring.loader import (
+    LoopSpec,
+    Unpacker,
+    is_dataloader,
+    loader_name,
+    said_batch_size,
+)
 from .measuring.workload import OPTIMIZERS, InferenceSpec, TrainSpec
 from .model import BenchConfig, CompileSetting, OptionValue
 from .model.config import LoaderSetting
@@ -266,10 +272,10 @@ def loader_setting(loader: Any) -> LoaderSetting:
     )
 
 
-def loop_batch_size(loader: object, given: object) -> int:
-    """The images per batch of a loop: what the loader says (a DataLoader's ``batch_size``),
-    else ``batch_size=``, which must agree with what the loader says."""
-    said = said_batch_size(loader)
+def loop_batch_size(loader: object, given: object, unpack: Unpacker | None = None) -> int:
+    """The images per batch of a loop: what the loader says (a DataLoader's ``batch_size``,
+    a list's first batch's through ``unpack``), else ``batch_size=``, which must agree."""
+    said = said_batch_size(loader, unpack)
     if given is None:
         if said is None:
             raise ArgumentProblem(

@@ -27,7 +27,7 @@ from .gate import sequential
 from .gate.decide import kernels_differ
 from .gate.policy import Plan, uncountable
 from .gate.sequential import Gating, Reference, Saving
-from .measuring.loader import LoopSpec
+from .measuring.loader import LoopSpec, as_unpacker, first_look, unpack_problem
 from .measuring.workload import InferenceSpec, TrainSpec, Workload
 from .model import (
     BenchConfig,
@@ -208,6 +208,7 @@ class CnnPerf:
         optimizer: str | Callable[..., Any] = "sgd",
         loss: Callable[..., Any] | None = None,
         name: str | None = None,
+        unpack: tuple[Any, Any] | Callable[[Any], Any] | None = None,
     ) -> Result:
         """Train ``model`` on the batches of ``loader`` (a ``torch.utils.data.DataLoader`` or
         any iterable of ``(images, targets)``) and time the whole loop: waiting for each batch,
@@ -219,18 +220,27 @@ class CnnPerf:
         ``batch_size``: the images per batch, for an iterable that does not say (a DataLoader
         does). ``name``: names the benchmark instead of its model and loader, so that a change
         of the loader (its workers, pin_memory, dataset) is gated against the same baseline.
+        ``unpack``: how a batch that is not an ``(images, targets)`` pair is read: the keys of
+        its images and targets (``("image", "label")``) in a mapping batch, or
+        ``callable(batch) -> (images, targets)``; applied as each batch is read, so timed with
+        the wait; the benchmark's key does not name it.
         ``amp``, ``channels_last``, ``optimizer`` and ``loss`` as in ``train_step``.
         """
         __tracebackhide__ = True
         setting = _checked(lambda: benchmark.loader_setting(loader))
+        _usage_if(unpack_problem(unpack))
+        reader = as_unpacker(unpack)
+        # an empty loader, or a list whose batches are no pairs, is named before its batch size
+        _usage_if(first_look(loader, reader))
         spec = _checked(
             lambda: LoopSpec(
-                batch_size=benchmark.loop_batch_size(loader, batch_size),
+                batch_size=benchmark.loop_batch_size(loader, batch_size, reader),
                 amp=benchmark.amp(amp),
                 channels_last=benchmark.flag("channels_last", channels_last),
                 optimizer=benchmark.optimizer(optimizer),
                 loss=loss,
                 steps=benchmark.steps(steps),
+                unpack=reader,
             )
         )
         config = benchmark.loop_config(

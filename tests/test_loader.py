@@ -28,7 +28,14 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from pytest_cnnperf import benchmark
 from pytest_cnnperf.benchmark import ArgumentProblem
-from pytest_cnnperf.measuring.loader import Feed, LoopSpec, build_loop, children_cpu_s
+from pytest_cnnperf.measuring.loader import (
+    Feed,
+    LoopSpec,
+    build_loop,
+    children_cpu_s,
+    first_look,
+    unpack_problem,
+)
 from pytest_cnnperf.measuring.timing import CpuClock, time_block
 from pytest_cnnperf.model import (
     Comparison,
@@ -63,6 +70,16 @@ class Indexed(Dataset[tuple[torch.Tensor, int]]):
 class Dicts(Indexed):
     def __getitem__(self, index: int) -> Any:
         return {"image": torch.zeros(3, 4, 4), "label": index}
+
+
+class Triples(Indexed):
+    def __getitem__(self, index: int) -> Any:
+        return torch.zeros(3, 4, 4), index, f"{index}.jpg"
+
+
+class Images(Indexed):
+    def __getitem__(self, index: int) -> Any:
+        return torch.zeros(3, 4, 4)
 
 
 class DiesInWorkers(Indexed):
@@ -307,8 +324,8 @@ class Spins(Indexed):
 # ---- bad input ----
 
 
-def failing_read(loader: Any, batch_size: int, batches: int = 1) -> str:
-    feed = Feed(loader, batch_size)
+def failing_read(loader: Any, batch_size: int, batches: int = 1, unpack: Any = None) -> str:
+    feed = Feed(loader, batch_size, unpack)
     with pytest.raises((TypeError, ValueError, RuntimeError)) as raised:
         read(feed, batches)
     return str(raised.value)
@@ -317,10 +334,22 @@ def failing_read(loader: Any, batch_size: int, batches: int = 1) -> str:
 def test_an_iterable_of_something_else_than_pairs_is_refused() -> None:
     assert failing_read(DataLoader(Dicts(8), batch_size=2), 2) == (
         "the DataLoader of Dicts yielded a dict with keys 'image', 'label', not an (images, "
-        "targets) pair; train_loop reads (images, targets) pairs: a Dataset whose __getitem__ "
-        "returns (image, label), batched by the DataLoader's default collate, or any iterable "
-        "that yields (images, targets); return (image, label) from the dataset's __getitem__, "
-        "or give the DataLoader a collate_fn that returns (images, targets)"
+        "targets) pair; train_loop reads a mapping batch through unpack=, a pair of keys (the "
+        "images' and the targets' in a mapping batch) or a callable that takes the batch and "
+        'returns (images, targets); pass unpack=("image", "label")'
+    )
+    assert failing_read(DataLoader(Triples(8), batch_size=2), 2) == (
+        "the DataLoader of Triples yielded a list of 3 values, not an (images, targets) pair; "
+        "train_loop reads (images, targets) pairs: a Dataset whose __getitem__ returns (image, "
+        "label), batched by the DataLoader's default collate, or any iterable that yields "
+        "(images, targets); return (image, label) from the dataset's __getitem__, or give the "
+        "DataLoader a collate_fn that returns (images, targets), or pass unpack= a callable "
+        "that takes the batch and returns (images, targets)"
+    )
+    assert failing_read(DataLoader(Images(8), batch_size=2), 2) == (
+        "the DataLoader of Images yielded a Tensor of shape (2, 3, 4, 4): images without "
+        "targets, not an (images, targets) pair; train_loop trains on images with their "
+        "targets, which the loss needs; return (image, label) from the dataset's __getitem__"
     )
     assert failing_read([([1, 2], 0)] * 4, 2) == (
         "the list yielded a pair whose images are a list of 2 values, not a tensor of a batch "
@@ -344,7 +373,8 @@ def test_a_loader_too_short_for_one_measured_step_is_refused() -> None:
         "a dataset of at least 14 items at batch_size=2, or fewer workers"
     )
     assert failing_read(Stream(0), 2) == (
-        "the Stream yielded no batch; train_loop reads (images, targets) pairs: a Dataset "
+        "the Stream is empty: its first pass yielded no batch; train_loop reads (images, "
+        "targets) pairs: a Dataset "
         "whose __getitem__ returns (image, label), batched by the DataLoader's default "
         "collate, or any iterable that yields (images, targets), at least 3 batches a pass; "
         "give it a dataset of at least 6 items at batch_size=2"
@@ -394,6 +424,198 @@ def test_a_loader_whose_workers_die_is_named_with_the_fixes() -> None:
         "killed by the system ran out of memory (use fewer workers or a smaller "
         "prefetch_factor)"
     )
+
+
+# ---- batches that are not pairs: unpack= ----
+
+
+def dict_batches(count: int, size: int = 4, **keys: str) -> list[dict[str, Any]]:
+    """``count`` batches of ``size`` images as dicts: their images under ``images=`` (default
+    ``image``), their labels under ``targets=`` (default ``label``), and their paths."""
+    images, targets = keys.get("images", "image"), keys.get("targets", "label")
+    return [
+        {images: torch.rand(size, 3, 4, 4), targets: torch.arange(size) % 4, "path": ["p"] * size}
+        for _ in range(count)
+    ]
+
+
+@pytest.mark.parametrize(
+    "unpack",
+    [("image", "label"), lambda batch: (batch["image"], batch["label"])],
+    ids=["keys", "callable"],
+)
+def test_unpack_reads_a_dataloaders_dict_batches(unpack: Any) -> None:
+    feed = Feed(DataLoader(Dicts(8), batch_size=2), 2, unpack)
+    assert read(feed, 3) == [[0, 1], [2, 3], [4, 5]]
+    assert feed.host[0].shape == (2, 3, 4, 4)
+
+
+def test_a_lists_batch_size_is_read_through_unpack() -> None:
+    assert benchmark.loop_batch_size(dict_batches(4, size=5), None, ("image", "label")) == 5
+    assert benchmark.loop_batch_size(dict_batches(4, size=5), None, lambda b: (b["image"], 0)) == 5
+
+
+def test_unpack_is_no_part_of_the_benchmarks_key() -> None:
+    """Reading the same batches another way is the same benchmark, against the same baseline."""
+    setting = benchmark.loader_setting(DataLoader(Dicts(8), batch_size=2))
+    keys = {
+        benchmark.loop_config(LoopSpec(batch_size=2, unpack=unpack), setting, "m", None, None).key
+        for unpack in (None, ("image", "label"), lambda batch: (batch["image"], batch["label"]))
+    }
+    assert keys == {"train_loop m bs=2 Dicts workers=0 opt=sgd"}
+
+
+def take_image(batch: Any) -> Any:
+    return batch["image"]
+
+
+@pytest.mark.parametrize(
+    ("loader", "unpack", "message"),
+    [
+        (
+            [],
+            None,
+            "the list is empty: len() says it yields no batch; train_loop times train steps on "
+            "the batches it yields, at least 3 a pass; fill it with at least 3 (images, "
+            "targets) batches",
+        ),
+        (
+            DataLoader(Indexed(0), batch_size=2, num_workers=2),
+            None,
+            "the DataLoader of Indexed is empty: len() says it yields no batch; train_loop "
+            "times train steps on the batches it yields, at least 7 a pass; give it a dataset "
+            "of at least 7 batches' worth of items",
+        ),
+        (
+            [torch.zeros(8, 3, 32, 32)] * 20,
+            None,
+            "the list yielded a Tensor of shape (8, 3, 32, 32): images without targets, not an "
+            "(images, targets) pair; train_loop trains on images with their targets, which the "
+            "loss needs; make each batch of the list a pair, as in [(images, targets), ...], "
+            "with targets such as torch.randint(0, num_classes, (8,)) for random labels",
+        ),
+        (
+            [(torch.zeros(4, 3, 4, 4), torch.zeros(4), "paths")] * 4,
+            None,
+            "the list yielded a tuple of 3 values, not an (images, targets) pair; train_loop "
+            "reads (images, targets) pairs: a Dataset whose __getitem__ returns (image, label), "
+            "batched by the DataLoader's default collate, or any iterable that yields (images, "
+            "targets); make each batch of the list an (images, targets) pair, or pass unpack= a "
+            "callable that takes the batch and returns (images, targets)",
+        ),
+        (
+            dict_batches(4),
+            None,
+            "the list yielded a dict with keys 'image', 'label', 'path', not an (images, "
+            "targets) pair; train_loop reads a mapping batch through unpack=, a pair of keys "
+            "(the images' and the targets' in a mapping batch) or a callable that takes the "
+            'batch and returns (images, targets); pass unpack=("image", "label")',
+        ),
+        (  # no key named as images are: the key of the one batch of images, and its targets'
+            dict_batches(4, images="pixels", targets="cls_id"),
+            None,
+            "the list yielded a dict with keys 'pixels', 'cls_id', 'path', not an (images, "
+            "targets) pair; train_loop reads a mapping batch through unpack=, a pair of keys "
+            "(the images' and the targets' in a mapping batch) or a callable that takes the "
+            'batch and returns (images, targets); pass unpack=("pixels", "cls_id")',
+        ),
+        (  # two batches of targets: the choice is the user's
+            [{"a": torch.zeros(4, 3, 4, 4), "b": torch.zeros(4), "c": torch.zeros(4)}] * 4,
+            None,
+            "the list yielded a dict with keys 'a', 'b', 'c', not an (images, targets) pair; "
+            "train_loop reads a mapping batch through unpack=, a pair of keys (the images' and "
+            "the targets' in a mapping batch) or a callable that takes the batch and returns "
+            "(images, targets); pass unpack=(the images' key, the targets' key), two of 'a', "
+            "'b', 'c'",
+        ),
+        (
+            dict_batches(4),
+            ("img", "label"),
+            "unpack=(\"img\", \"label\"), but the list yielded a dict with keys 'image', 'label', "
+            "'path', without 'img'; pass unpack=(\"image\", \"label\")",
+        ),
+        (
+            pairs(4),
+            ("image", "label"),
+            'unpack=("image", "label") reads a mapping batch by its keys, but the list yielded '
+            "a tuple of 2 values; leave unpack out: train_loop reads (images, targets) pairs as "
+            "they are",
+        ),
+        (
+            [(torch.zeros(4, 3, 4, 4), torch.zeros(4), "paths")] * 4,
+            ("image", "label"),
+            'unpack=("image", "label") reads a mapping batch by its keys, but the list yielded '
+            "a tuple of 3 values; pass unpack= a callable that takes the batch and returns "
+            "(images, targets)",
+        ),
+        (
+            dict_batches(4),
+            take_image,
+            "unpack=take_image returned a Tensor of shape (4, 3, 4, 4) for a dict with keys "
+            "'image', 'label', 'path' from the list, not an (images, targets) pair; unpack takes "
+            "the loader's batch and returns (images, targets): return the two as a tuple, such "
+            'as (batch["image"], batch["label"])',
+        ),
+        (
+            dict_batches(4),
+            lambda batch: (batch["img"], batch["label"]),
+            "unpack=<lambda> raised KeyError: 'img' on a dict with keys 'image', 'label', 'path' "
+            "from the list; unpack takes the loader's batch and returns (images, targets): make "
+            'it read this batch, such as unpack=lambda batch: (batch["image"], batch["label"])',
+        ),
+    ],
+    ids=[
+        "empty-list",
+        "empty-dataloader",
+        "images-alone",
+        "triples",
+        "dicts",
+        "dicts-by-values",
+        "dicts-unclear",
+        "missing-key",
+        "keys-of-a-pair",
+        "keys-of-a-triple",
+        "callable-returns-one",
+        "callable-raises",
+    ],
+)
+def test_a_loader_refused_at_the_call_names_its_own_fault(
+    loader: Any, unpack: Any, message: str
+) -> None:
+    """Before its batch size is asked: an empty loader, and a list whose first batch gives no
+    (images, targets) pair as it is or through ``unpack``."""
+    assert first_look(loader, unpack) == message
+
+
+def test_a_dataloaders_batch_without_unpacks_keys_is_refused_at_its_first_read() -> None:
+    assert failing_read(DataLoader(Dicts(8), batch_size=2), 2, unpack=("img", "target")) == (
+        'unpack=("img", "target"), but the DataLoader of Dicts yielded a dict with keys '
+        "'image', 'label', without 'img', 'target'; pass unpack=(\"image\", \"label\")"
+    )
+
+
+@pytest.mark.parametrize(
+    ("unpack", "message"),
+    [
+        (
+            "image",
+            "unpack='image' is neither a pair of keys nor a callable; train_loop reads a batch "
+            "that is not an (images, targets) pair through unpack=: a pair of keys (the "
+            "images' and the targets' in a mapping batch) or a callable that takes the batch "
+            'and returns (images, targets); use unpack=("image", "label") with the keys of '
+            "your batches, or leave unpack out for a loader that yields (images, targets) pairs",
+        ),
+        (
+            ("image", "image"),
+            'unpack=("image", "image") names the key "image" twice; give the key of the images '
+            'first and that of the targets second, such as unpack=("image", "label")',
+        ),
+    ],
+)
+def test_an_unpack_of_another_form_is_refused(unpack: object, message: str) -> None:
+    assert unpack_problem(unpack) == message
+    assert unpack_problem(("image", "label")) is None
+    assert unpack_problem(take_image) is None
 
 
 # ---- the words and figures of the reports ----
@@ -773,40 +995,73 @@ def test_an_in_process_loop_ends_its_loaders_workers_with_its_samples(
     assert set(multiprocessing.active_children()) - others == set()
 
 
-def test_a_bad_loader_fails_its_test_with_the_message_and_the_users_line(
+BAD_LOADERS = """
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+
+class Dicts(Dataset):
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        return {"image": torch.rand(3, 8, 8), "label": i % 4}
+
+
+def net():
+    return nn.Sequential(nn.Flatten(), nn.Linear(192, 4))
+
+
+def test_dicts(cnnperf):
+    cnnperf.train_loop(net(), DataLoader(Dicts(), batch_size=2))
+
+
+def test_empty(cnnperf):
+    cnnperf.train_loop(net(), [])
+
+
+def test_images_alone(cnnperf):
+    cnnperf.train_loop(net(), [torch.randn(8, 3, 8, 8) for _ in range(20)])
+
+
+def test_unpacked(cnnperf):
+    loader = DataLoader(Dicts(), batch_size=2)
+    result = cnnperf.train_loop(net(), loader, unpack=("image", "label"), steps=3)
+    assert result.measured.samples[0].loading is not None
+
+
+def test_unpacked_by_a_function(cnnperf):
+    loader = DataLoader(Dicts(), batch_size=2)
+    cnnperf.train_loop(net(), loader, unpack=lambda batch: (batch["image"], batch["label"]))
+"""
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_each_loader_trains_or_fails_its_test_with_its_own_fault_and_no_traceback(
     project: pytest.Pytester,
 ) -> None:
-    project.makepyfile(
-        test_bad=textwrap.dedent(
-            """
-            import torch
-            from torch import nn
-            from torch.utils.data import DataLoader, Dataset
-
-
-            class Dicts(Dataset):
-                def __len__(self):
-                    return 64
-
-                def __getitem__(self, i):
-                    return {"image": torch.rand(3, 8, 8), "label": i % 4}
-
-
-            def test_dicts(cnnperf):
-                net = nn.Sequential(nn.Flatten(), nn.Linear(192, 4))
-                cnnperf.train_loop(net, DataLoader(Dicts(), batch_size=2))
-            """
-        )
-    )
-    result = project.runpytest("--cnnperf")
-    result.assert_outcomes(failed=1)
+    """The issue's three loaders: a DataLoader of dicts fails in its sample naming the fix from
+    its keys, and trains with ``unpack`` (keys or a callable, in-process); an empty list and a
+    list of images alone fail at the call, before any batch size is asked for."""
+    project.makepyfile(test_bad=BAD_LOADERS)
+    result = project.runpytest("--cnnperf", "--cnnperf-effort=quick")
+    result.assert_outcomes(passed=2, failed=3)
+    assert manual_block("## Bad input", "text").strip() in result.outlines
     result.stdout.fnmatch_lines(
         [
-            "cnnperf: measuring train_loop Sequential bs=2 Dicts workers=0 opt=sgd on cpu failed: "
-            "TypeError: the DataLoader of Dicts yielded a dict with keys 'image', 'label', not "
-            "an (images, targets) pair; * (called at test_bad.py:16 in test_dicts)"
+            "cnnperf: the list is empty: len() says it yields no batch; train_loop times train "
+            "steps on the batches it yields, at least 3 a pass; fill it with at least 3 (images, "
+            "targets) batches",
         ]
     )
+    assert (
+        "cnnperf: the list yielded a Tensor of shape (8, 3, 8, 8): images without targets, not "
+        "an (images, targets) pair; train_loop trains on images with their targets, which the "
+        "loss needs; make each batch of the list a pair, as in [(images, targets), ...], with "
+        "targets such as torch.randint(0, num_classes, (8,)) for random labels"
+    ) in result.outlines
+    assert not [line for line in result.outlines if "Traceback" in line or "loader.py" in line]
 
 
 # ---- the manual's example ----
@@ -817,6 +1072,12 @@ MANUAL = Path(__file__).parent.parent / "docs" / "loader.md"
 def manual_example() -> str:
     text = MANUAL.read_text(encoding="utf-8")
     return text.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def manual_block(section: str, language: str = "python") -> str:
+    """The first code block of ``language`` under the manual's ``section`` heading."""
+    text = MANUAL.read_text(encoding="utf-8").split(f"\n{section}\n", 1)[1]
+    return text.split(f"```{language}\n", 1)[1].split("```", 1)[0]
 
 
 def test_the_manuals_example_reads_torchvisions_fake_images_through_its_transforms() -> None:
@@ -831,20 +1092,39 @@ def test_the_manuals_example_reads_torchvisions_fake_images_through_its_transfor
     assert targets.shape == (4,)
 
 
-def test_the_manuals_example_has_the_keys_it_says(
+def test_the_manuals_dict_example_reads_its_photos_through_unpack() -> None:
+    namespace: dict[str, Any] = {}
+    example = manual_block("## Batches that are not pairs")
+    exec(compile(example, str(MANUAL), "exec"), namespace)
+    feed = Feed(namespace["photos"](), 32, ("image", "label"))
+    feed.read()
+    images, targets = feed.host
+    assert images.shape == (32, 3, 64, 64)
+    assert targets.shape == (32,)
+
+
+def test_the_manuals_examples_have_the_keys_they_say(
     scripted_project: pytest.Pytester, scripted: Scripted
 ) -> None:
     scripted.script.decorate = waiting
-    scripted_project.makepyfile(test_input=manual_example())
+    scripted_project.makepyfile(
+        test_input=manual_example(), test_photos=manual_block("## Batches that are not pairs")
+    )
     result = scripted_project.runpytest("--cnnperf", "--cnnperf-save")
-    result.assert_outcomes(passed=3)
-    baselines = list((scripted_project.path / "baselines").glob("*/test_input.json"))
-    entries = json.loads(baselines[0].read_text())["entries"]
-    assert {key for test in entries.values() for key in test} == {
+    result.assert_outcomes(passed=4)
+
+    def keys(module: str) -> set[str]:
+        baselines = list((scripted_project.path / "baselines").glob(f"*/{module}.json"))
+        entries = json.loads(baselines[0].read_text())["entries"]
+        return {key for test in entries.values() for key in test}
+
+    assert keys("test_input") == {
         "train_loop resnet18 bs=32 FakeData workers=0 opt=sgd",
         "train_loop resnet18 bs=32 FakeData workers=4 opt=sgd",
         "train_loop resnet18-pipeline bs=32 amp=bf16 channels_last opt=sgd",
     }
+    assert keys("test_photos") == {"train_loop resnet18 bs=32 Photos workers=0 opt=sgd"}
+    assert "`train_loop resnet18 bs=32 Photos workers=0 opt=sgd`" in MANUAL.read_text()
 
 
 class Shrinking:
