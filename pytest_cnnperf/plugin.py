@@ -178,6 +178,7 @@ def _revisions(config: pytest.Config, session: Session) -> None:
         from .revision.serve import Serving, prepare
 
         prepare(order)
+        config.stash[SAMPLING].one_thread = order.threads == 1
         serving = Serving(order, config.stash[SAMPLING], _is_benchmark)
         config.pluginmanager.register(serving, "cnnperf-serving")
         return

@@ -24,6 +24,7 @@ from . import benchmark
 from .benchmark import ArgumentProblem
 from .follow import Sources, follow
 from .gate import sequential
+from .gate.counts import counted_reference
 from .gate.decide import kernels_differ
 from .gate.policy import Plan, uncountable
 from .gate.sequential import Gating, Reference, Saving
@@ -32,7 +33,6 @@ from .measuring.workload import InferenceSpec, TrainSpec, Workload
 from .model import (
     BenchConfig,
     Decision,
-    Environment,
     NoBaseline,
     Result,
     Verdict,
@@ -429,8 +429,8 @@ class CnnPerf:
         plan, against = self._plan, self._sides.against
         if against is None or plan.save:
 
-            def find(environment: Environment) -> Reference:
-                return self._reference(environment, site.key)
+            def find(result: Result) -> Reference:
+                return self._reference(result, site.key)
 
             return sequential.course(plan, find, profiled=profiled), None
         if world_size != 1:
@@ -456,16 +456,28 @@ class CnnPerf:
         name = "--".join(readable_name(part) for part in parts)
         return str(folder / f"{name}.pt.trace.json")
 
-    def _reference(self, environment: Environment, key: str) -> Reference:
-        """The baseline of the benchmark ``key`` on the kind of machine ``environment`` names,
-        where it is looked for, the kinds of machine that have one when this one has none, and
-        with the creep gate the recent runs of the history."""
+    def _reference(self, result: Result, key: str) -> Reference:
+        """The baseline of the benchmark ``key`` on the kind of machine ``result``'s samples ran
+        on (under instruction counts, any kind's counted the same way: ``gate.counts``), where
+        it is looked for, the kinds of machine that have one when this one has none, and with
+        the creep gate the recent runs of the history."""
+        environment = result.environment
+        assert environment is not None
         machine, location = environment.machine, self._location
         store, module, test = self._session.store, location.module, location.test
         entry = store.entry(machine, module, test, key)
+        counted = self._plan.gate.metric == "instructions"
+        others: list[tuple[str, Result]] = []
+        if entry is None or counted:
+            others = [(m, e) for m, e in store.machines_with(module, test, key) if m != machine]
+        found_on = machine
+        if counted:
+            counts = result.measured.instructions
+            entry = counted_reference(environment, counts, entry, [e for _, e in others])
+            if entry is not None and entry.environment is not None:
+                found_on = entry.environment.machine
         absent = None
         if entry is None:
-            others = [(m, e) for m, e in store.machines_with(module, test, key) if m != machine]
             absent = NoBaseline(
                 machine,
                 tuple(m for m, _ in others),
@@ -473,7 +485,7 @@ class CnnPerf:
             )
         reference = Reference(
             entry,
-            display_path(store.path(machine, module)),
+            display_path(store.path(found_on, module)),
             absent=absent,
             noise=noise.read(store.root, machine),
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import platform
 import shutil
 from pathlib import Path
 
@@ -13,17 +14,22 @@ import pytest
 from factories import ENV, result
 
 from pytest_cnnperf.doctor import cpu
-from pytest_cnnperf.gate.decide import (
+from pytest_cnnperf.gate.counts import (
     INSTRUCTIONS_SPREAD,
     compare_instructions,
-    decide,
+    counted_reference,
+    identity_changes,
     operator_counts,
 )
+from pytest_cnnperf.gate.decide import decide
 from pytest_cnnperf.gate.design import one_look
 from pytest_cnnperf.gate.policy import CPU, GateSettings
 from pytest_cnnperf.gate.throughput import throughput_at
 from pytest_cnnperf.measuring import instructions
 from pytest_cnnperf.model import (
+    CountedElsewhere,
+    CountedOtherwise,
+    Counter,
     CountsMoved,
     Decision,
     Instructions,
@@ -35,6 +41,7 @@ from pytest_cnnperf.model import (
 )
 from pytest_cnnperf.parsers import parse_metric
 from pytest_cnnperf.reports import explain
+from pytest_cnnperf.revision import counting
 
 SETTINGS = GateSettings(
     CPU.gate, throughput_threshold=0.10, memory_threshold=0.05, strict=False, metric="instructions"
@@ -119,6 +126,128 @@ def test_a_baseline_without_counts_is_new() -> None:
     ]
 
 
+NO_FMA = Counter(valgrind="3.19.0", kernels="no-fma", arch="x86_64")
+
+
+def counted_by(counter: Counter | None, step: int = 22_830_000) -> Instructions:
+    return dataclasses.replace(counted(step), counter=counter)
+
+
+def on(machine: str, r: Result, **environment: str) -> Result:
+    assert r.environment is not None
+    return dataclasses.replace(
+        r, environment=dataclasses.replace(r.environment, machine=machine, **environment)
+    )
+
+
+def test_a_baseline_counted_under_other_kernels_is_new_naming_both() -> None:
+    """Counts of the AVX2 kernels (Valgrind 3.19, before the no-FMA pins) are no measure of the
+    no-FMA kernels' change, in either direction: new, with what differs, baseline first."""
+    avx2 = Counter(valgrind="3.19.0", kernels="avx2", arch="x86_64")
+    decision = judged(counted_by(NO_FMA, 11_000_000), counted_by(avx2))
+    assert decision.verdict is Verdict.NEW
+    assert not decision.failed
+    assert [str(r) for r in decision.reasons if isinstance(r, CountedOtherwise)] == [
+        "the baseline was counted otherwise (kernels avx2 -> no-fma): counts of other kernels "
+        "or another build are no measure of this code's change, so nothing was gated by "
+        "instructions; record it again with --cnnperf-save --cnnperf-metric=instructions"
+    ]
+    unsaid = judged(counted_by(NO_FMA), counted_by(None))
+    (reason,) = [r for r in unsaid.reasons if isinstance(r, CountedOtherwise)]
+    assert reason.changes == (
+        "architecture not recorded -> x86_64",
+        "Valgrind not recorded -> 3.19",
+        "kernels not recorded -> no-fma",
+    )
+
+
+def test_what_decides_a_count_is_its_identity_not_the_host() -> None:
+    """Valgrind's and Python's patch releases are not part of it; torch's build and Python's
+    minor release are."""
+    base = with_counts(result([0.04] * 3), counted_by(NO_FMA))
+    assert base.environment is not None
+    now = (base.environment, counted_by(dataclasses.replace(NO_FMA, valgrind="3.19.1")))
+    then = (dataclasses.replace(base.environment, python="3.11.9"), counted_by(NO_FMA))
+    assert identity_changes(now, then) == ()
+    newer = (dataclasses.replace(base.environment, torch="2.15.0", python="3.12.1"), now[1])
+    assert identity_changes(newer, then) == ("torch 2.14.1 -> 2.15.0", "Python 3.11 -> 3.12")
+
+
+def test_counts_are_gated_against_another_kind_of_machines_baseline_counted_the_same_way() -> None:
+    """An Intel runner without baselines of its own gates by the AMD machine's counts: this
+    kind's entry counted otherwise is passed over for another's counted the same way; the
+    verdict is the counts', that machine's memory is not judged, and the reason says so."""
+    now = on("cpu-intel-xeon-avx512-2t", with_counts(result([0.05] * 3), counted_by(NO_FMA)))
+    assert now.environment is not None
+    own = on("cpu-intel-xeon-avx512-2t", with_counts(result([0.04] * 12), counted_by(None)))
+    amd = with_counts(result([0.04] * 12, memory=50 << 20), counted_by(NO_FMA, 22_000_000))
+    amd = on("cpu-amd-epyc-f25m17s1-avx512-2t", amd, cpu="AMD EPYC", cpu_capability="AVX512")
+    assert counted_reference(now.environment, now.measured.instructions, own, [amd]) is amd
+    assert counted_reference(now.environment, now.measured.instructions, None, []) is None
+    assert counted_reference(now.environment, now.measured.instructions, own, []) is own
+    base = amd.as_baseline()
+    throughput = throughput_at(now, base, SETTINGS, LOOK)
+    decision = decide(now, base, SETTINGS, LOOK, "b.json", throughput=throughput)
+    assert decision.verdict is Verdict.REGRESSED  # +3.8% instructions, whatever the machine
+    assert decision.memory is None
+    assert decision.environment_changes == ()
+    assert [str(r) for r in decision.reasons if isinstance(r, CountedElsewhere)] == [
+        "the counts were gated against the baseline of cpu-amd-epyc-f25m17s1-avx512-2t, "
+        "counted under the same Valgrind, kernels, torch and Python (counts do not follow the "
+        "host's CPU); its time and memory are that machine's and were not judged; record this "
+        "kind's with --cnnperf-save to judge them"
+    ]
+    same = decide(
+        on(
+            now.environment.machine, with_counts(result([0.05] * 3), counted_by(NO_FMA, 22_000_000))
+        ),
+        base,
+        SETTINGS,
+        LOOK,
+        "b.json",
+        throughput=throughput,
+    )
+    assert same.verdict is Verdict.OK
+
+
+def test_valgrind_before_3_23_counts_the_kernels_without_fma_and_later_ones_avx2() -> None:
+    assert instructions.kernels_for("3.19.0") is instructions.NO_FMA
+    assert instructions.kernels_for("3.22.0") is instructions.NO_FMA
+    assert instructions.kernels_for("3.23.0") is instructions.AVX2
+    assert instructions.kernels_for("3.24.0") is instructions.AVX2
+    pinned = counting.environment(Path("/tmp/cg"), "3.19.0", {"GLIBC_TUNABLES": "glibc.x=1"})
+    assert pinned["ATEN_CPU_CAPABILITY"] == "default"
+    assert pinned["ONEDNN_MAX_CPU_ISA"] == "AVX"
+    assert pinned["MKL_ENABLE_INSTRUCTIONS"] == "SSE4_2"
+    assert pinned["GLIBC_TUNABLES"] == "glibc.cpu.hwcaps=-FMA,-FMA4:glibc.x=1"
+    assert (pinned["CNNPERF_VALGRIND"], pinned["CNNPERF_KERNELS"]) == ("3.19.0", "no-fma")
+    newer = counting.environment(Path("/tmp/cg"), "3.24.0", {})
+    assert (newer["ATEN_CPU_CAPABILITY"], newer["CNNPERF_KERNELS"]) == ("avx2", "avx2")
+    assert "GLIBC_TUNABLES" not in newer
+
+
+def test_a_valgrind_that_says_no_version_is_refused_with_the_fix(tmp_path: Path) -> None:
+    fake = tmp_path / "valgrind"
+    fake.write_text("#!/bin/sh\necho 'not a valgrind'\n")
+    fake.chmod(0o755)
+    with pytest.raises(instructions.InstructionsProblem) as caught:
+        instructions.valgrind_version(str(fake))
+    assert str(caught.value) == (
+        f"{fake} --version printed 'not a valgrind', not Valgrind's version (valgrind-3.19.0); "
+        "reinstall Valgrind (Debian and Ubuntu: apt-get install valgrind)"
+    )
+    fake.write_text("#!/bin/sh\necho valgrind-3.24.0\n")
+    assert instructions.valgrind_version(str(fake)) == "3.24.0"
+
+
+def test_the_counting_process_names_what_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(instructions.VALGRIND_ENV, raising=False)
+    assert instructions.counter() is None
+    monkeypatch.setenv(instructions.VALGRIND_ENV, "3.19.0")
+    monkeypatch.setenv(instructions.KERNELS_ENV, "no-fma")
+    assert instructions.counter() == Counter("3.19.0", "no-fma", platform.machine())
+
+
 def test_an_operators_change_is_named_once_not_through_every_operator_it_calls() -> None:
     changed = operator_counts(counted(22_830_000), counted(23_300_000, conv=7_400_000))
     assert changed == (("aten::conv2d", 6_930_000, 7_400_000),)
@@ -127,10 +256,12 @@ def test_an_operators_change_is_named_once_not_through_every_operator_it_calls()
     ]
 
 
-def test_the_figure_is_the_median_counted_step_and_its_spread_is_kept() -> None:
+def test_the_figure_is_the_fewest_a_counted_step_ran_and_the_spread_is_kept() -> None:
     counts = counted(22_830_000, spread=30_000)
     assert counts.steps == (22_830_000, 22_830_000, 22_860_000)
     assert counts.per_step == 22_830_000
+    warmer = dataclasses.replace(counts, phases={"step": (1_030, 1_000)})
+    assert warmer.per_step == 1_000
     assert counts.spread == pytest.approx(30_000 / 22_830_000)
     assert compare_instructions(counts, counts, 0.01).verdict is Verdict.OK
 
@@ -162,14 +293,25 @@ def test_the_metric_is_time_or_instructions() -> None:
     )
 
 
-def test_doctor_says_whether_instructions_can_be_counted() -> None:
+def test_doctor_says_whether_instructions_can_be_counted_and_with_which_kernels(
+    tmp_path: Path,
+) -> None:
     found = cpu._valgrind(lambda name: None if name == "valgrind" else f"/usr/bin/{name}")
     assert (found.level, found.found) == (
         cpu.Level.NOTE,
         "--cnnperf-metric=instructions cannot count here: no valgrind",
     )
     assert found.fix.startswith("apt-get install valgrind gcc")
-    assert cpu._valgrind(lambda name: f"/usr/bin/{name}").level is cpu.Level.OK
+    fake = tmp_path / "valgrind"
+    fake.write_text("#!/bin/sh\necho valgrind-3.19.0\n")
+    fake.chmod(0o755)
+    found = cpu._valgrind(lambda name: str(fake) if name == "valgrind" else f"/usr/bin/{name}")
+    assert (found.level, found.found) == (
+        cpu.Level.OK,
+        "Valgrind 3.19.0 and a C compiler found: --cnnperf-metric=instructions counts here, "
+        "with the kernels without FMA (Valgrind before 3.23 runs FMA lane by lane, a hundred "
+        "times slower)",
+    )
 
 
 UNCOUNTABLE = """
@@ -214,8 +356,9 @@ def test_a_save_keeps_the_counts_taken_under_valgrind_with_the_baseline(
     pytester: pytest.Pytester,
 ) -> None:
     """One real run: a tiny net saved under --cnnperf-metric=instructions in a fresh pytest
-    process, which starts the counting process once: its baseline keeps three counted steps,
-    phase by phase, within 2% of each other (a tiny step: see below), and the operators."""
+    process, which starts the counting process once: its baseline keeps two counted steps,
+    phase by phase, within 2% of each other (a tiny step: see below), the operators, and what
+    counted them: this Valgrind and its kernels (without FMA before Valgrind 3.23)."""
     pytester.makepyfile(test_tiny=COUNTED)
     pytester.makeini("[pytest]\ncnnperf_samples = 3\ncnnperf_min_time = 0.1\n")
     run = pytester.runpytest_subprocess(
@@ -227,10 +370,13 @@ def test_a_save_keeps_the_counts_taken_under_valgrind_with_the_baseline(
     counts = entry["measurement"]["samples"][0]["instructions"]
     assert set(counts["phases"]) == {"forward", "backward", "optimizer"}
     steps = [sum(s) for s in zip(*counts["phases"].values(), strict=True)]
-    assert len(steps) == 3
+    assert len(steps) == 2
     # a step of about 2 M instructions: at torch 2.5 the first counted step can still hold
-    # some 20 k of warm-up (1.2%); the figure is the steps' median, which that does not move
+    # some 20 k of warm-up (1.2%); the figure is the fewer, which that does not move
     assert max(steps) - min(steps) < 0.02 * min(steps)
-    assert counts["capability"] == "AVX2"
+    version = instructions.valgrind_version(counting.valgrind())
+    kernels = instructions.kernels_for(version)
+    assert counts["counter"] == {"valgrind": version, "kernels": kernels.name, "arch": "x86_64"}
+    assert counts["capability"] == kernels.env["ATEN_CPU_CAPABILITY"].upper()
     assert any(o["name"] == "aten::convolution_backward" for o in counts["operators"])
     assert ENV.machine  # the kind of machine the counts are kept under is this one's

@@ -94,7 +94,7 @@ def gating(
     profiled: bool = True,
 ) -> Gating:
     return Gating(
-        settings, design, lambda env: Reference(reference, "b.json", noise=QUIET), profiled=profiled
+        settings, design, lambda result: Reference(reference, "b.json", noise=QUIET), profiled=profiled
     )
 
 

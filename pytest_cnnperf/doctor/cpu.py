@@ -371,11 +371,31 @@ def _valgrind(which: Callable[[str], str | None] = shutil.which) -> Finding:
             fix="apt-get install valgrind gcc (Debian and Ubuntu), dnf install valgrind gcc "
             "(Fedora)",
         )
+    from ..measuring.instructions import InstructionsProblem, kernels_for, valgrind_version
+
+    command = which("valgrind")
+    assert command is not None
+    try:
+        version = valgrind_version(command)
+    except InstructionsProblem as exc:
+        return Finding(
+            "instructions", Level.NOTE, f"--cnnperf-metric=instructions cannot count here: {exc}"
+        )
+    kernels = kernels_for(version)
     return Finding(
         "instructions",
         Level.OK,
-        "Valgrind and a C compiler found: --cnnperf-metric=instructions can count here",
+        f"Valgrind {version} and a C compiler found: --cnnperf-metric=instructions counts "
+        f"here, with the {KERNELS[kernels.name]}",
     )
+
+
+#: the kernels a count is taken with, as the doctor says it
+KERNELS = {
+    "no-fma": "kernels without FMA (Valgrind before 3.23 runs FMA lane by lane, a hundred "
+    "times slower)",
+    "avx2": "AVX2 kernels (Valgrind 3.23 and later run FMA natively)",
+}
 
 
 def cpu_section(

@@ -1,8 +1,8 @@
 """The gate at one look: a fresh measurement against its reference, decided in both directions.
 
 Throughput as ``gate.throughput`` judges it, or by the step's instructions where they gate it
-(``--cnnperf-metric=instructions``: counts have no noise, so a growth past the threshold is a
-regression). Memory: past its threshold,
+(``--cnnperf-metric=instructions``, ``gate.counts``: counts have no noise, so a growth past the
+threshold is a regression). Memory: past its threshold,
 confirmed in three samples, every one above every baseline sample. Compiled benchmarks: new
 graph breaks and any recompile while timed fail; compile time only past its own threshold. The
 manual's "How the gate decides" page has the whole method.
@@ -18,13 +18,14 @@ from ..model import (
     Attribution,
     Comparison,
     CompileComparison,
+    CountedElsewhere,
+    CountedOtherwise,
     CountsMoved,
     CudaGraphsSkipped,
     Decision,
     Disturbance,
     Disturbed,
     Environment,
-    Instructions,
     Look,
     Measurement,
     NewGraphBreaks,
@@ -44,6 +45,7 @@ from ..model import (
 from ..model.findings import ComputesOtherwise
 from . import stats, structure
 from .attribute import attribute
+from .counts import INSTRUCTIONS_SPREAD, compare_instructions, identity_changes, operator_counts
 from .policy import GateSettings
 from .throughput import CHANGES, Throughput, disturbed, measured, mostly, throughput_at
 
@@ -83,65 +85,6 @@ def compare_memory(
         baseline_samples=len(baseline),
         current_samples=len(current),
     )
-
-
-#: how much unchanged code's instructions per step differ between counting processes, at
-#: most (docs/validation.md measures it): a larger move is the code's
-INSTRUCTIONS_SPREAD = 0.001
-
-
-def compare_instructions(
-    baseline: Instructions, current: Instructions, threshold: float
-) -> Comparison:
-    """Instructions per step against the reference's: counts have no noise to test, so a growth
-    past ``threshold`` is a regression and a drop past it an improvement."""
-    base, now = baseline.per_step, current.per_step
-    change = now / base - 1 if base else 0.0
-    if change > threshold:
-        verdict = Verdict.REGRESSED
-    elif change < -threshold:
-        verdict = Verdict.IMPROVED
-    else:
-        verdict = Verdict.OK
-    return Comparison(
-        metric="instructions",
-        baseline=base,
-        current=now,
-        change=change,
-        threshold=threshold,
-        verdict=verdict,
-        baseline_samples=len(baseline.steps),
-        current_samples=len(current.steps),
-    )
-
-
-#: operators named where instructions changed; a change smaller than this share of the step's
-#: is not named
-OPERATORS_NAMED, SMALLEST_SHARE = 5, 0.01
-
-
-def operator_counts(
-    baseline: Instructions, current: Instructions
-) -> tuple[tuple[str, int, int], ...]:
-    """The operators whose instructions changed most, callees included. An operator and the
-    ones it calls (``conv2d`` > ``convolution`` > ``mkldnn_convolution``) carry the same change:
-    only the first of a chain of changes within 2% of each other is named."""
-    before = {o.name: o.instructions for o in baseline.operators}
-    now = {o.name: o.instructions for o in current.operators}
-    least = SMALLEST_SHARE * baseline.per_step
-    deltas = sorted(
-        ((name, before.get(name, 0), now.get(name, 0)) for name in {*before, *now}),
-        key=lambda row: (-abs(row[2] - row[1]), -row[2]),
-    )
-    named: list[tuple[str, int, int]] = []
-    for name, old, new in deltas:
-        delta = new - old
-        if abs(delta) < least or len(named) == OPERATORS_NAMED:
-            break
-        if any(abs(delta - (n - o)) <= 0.02 * abs(n - o) for _, o, n in named):
-            continue  # the same change again, seen through the operator it calls
-        named.append((name, old, new))
-    return tuple(named)
 
 
 def combine(*verdicts: Verdict) -> Verdict:
@@ -270,7 +213,9 @@ def decide(
             against=against,
         )
     before, then = baseline
-    changes = environment.changes_from(then)
+    # counts gated against another kind of machine's, counted the same way (gate.counts)
+    elsewhere = settings.metric == "instructions" and then.machine != environment.machine
+    changes = () if elsewhere else environment.changes_from(then)
     if throughput is None:
         assert reference is not None
         throughput = throughput_at(current, reference, settings, look)
@@ -300,6 +245,18 @@ def decide(
                 baseline_file=baseline_file,
                 against=against,
             )
+        otherwise = identity_changes(
+            (environment, measurement.instructions), (then, before.instructions)
+        )
+        if otherwise:
+            return Decision(
+                verdict=Verdict.NEW,
+                throughput=throughput.comparison,
+                failed=settings.strict,
+                reasons=(CountedOtherwise(otherwise), *reasons),
+                baseline_file=baseline_file,
+                against=against,
+            )
         counts = compare_instructions(
             before.instructions, measurement.instructions, settings.instructions_threshold
         )
@@ -310,7 +267,10 @@ def decide(
             changed = operator_counts(before.instructions, measurement.instructions)
             if changed:
                 reasons.append(OperatorCountsChanged(changed))
-    if kernels:  # another kind of machine's figures: never a change, nor its absence
+    if elsewhere:  # the counts decide; that machine's memory is not this one's
+        reasons.append(CountedElsewhere(then.machine))
+        memory = None
+    elif kernels:  # another kind of machine's figures: never a change, nor its absence
         reasons.append(OtherKernels(kernels))
         speed = Verdict.INCONCLUSIVE
         if memory is not None:
@@ -330,7 +290,7 @@ def decide(
     comparison = throughput.comparison
     if counts is None and comparison.verdict is not speed:
         comparison = dataclasses.replace(comparison, verdict=speed)
-    if counts is not None and kernels:
+    if counts is not None and kernels and not elsewhere:
         counts = dataclasses.replace(counts, verdict=speed)
     return Decision(
         verdict=verdict,

@@ -26,8 +26,9 @@ from .design import Design, doubling
 #: the false-alarm rate against a baseline of a dozen
 FIRST_LOOK = 3
 #: steps whose instructions are counted (``--cnnperf-metric=instructions``), after one
-#: instrumented step uncounted: their median is the figure, their spread a check
-COUNTED_STEPS = 3
+#: instrumented step uncounted (lazy initialisation, the allocator's growth and the
+#: interpreter's specialising happen there): the fewer is the figure, their spread a check
+COUNTED_STEPS = 2
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,6 @@ from ..model import (
     Decision,
     Disturbance,
     Disturbed,
-    Environment,
     ImpreciseBaseline,
     Look,
     Measurement,
@@ -95,7 +94,8 @@ def _profiles(attribution_mode: str) -> bool:
 class Gating:
     """A benchmark gated against its reference, look by look.
 
-    ``find(environment)`` gives the reference for the kind of machine the first samples ran on;
+    ``find(result)`` gives the reference for the first samples (the kind of machine they ran on,
+    and under instruction counts what counted them);
     ``profiled``: whether this benchmark's operators can be profiled at all (see the runner)."""
 
     #: whether the reference's samples are taken in this run, in turn with these
@@ -105,7 +105,7 @@ class Gating:
         self,
         settings: GateSettings,
         design: Design,
-        find: Callable[[Environment], Reference],
+        find: Callable[[Result], Reference],
         *,
         profiled: bool,
     ) -> None:
@@ -135,7 +135,7 @@ class Gating:
         taken = len(result.measured.samples)
         if self._reference is None:
             assert result.environment is not None
-            self._reference = reference = self._find(result.environment)
+            self._reference = reference = self._find(result)
             if reference.entry is not None:
                 self.design = self.design.reachable(len(reference.entry.measured.samples))
                 # looks the reference cannot reach were dropped: sample up to the first left
@@ -362,10 +362,10 @@ class Saving:
 
 
 def course(
-    plan: Plan, find: Callable[[Environment], Reference], *, profiled: bool
+    plan: Plan, find: Callable[[Result], Reference], *, profiled: bool
 ) -> Gating | Saving:
     """A benchmark's course under its test's plan: a save, or a gated run against the
-    reference ``find`` gives for the kind of machine its samples ran on."""
+    reference ``find`` gives for its first samples."""
     design = plan.sampling.design(plan.gate.policy)
     if plan.save:
         return Saving(plan.gate, plan.sampling, design, profiled=profiled)

@@ -1,7 +1,7 @@
 """Counting a step's instructions under callgrind: the client requests, and reading the counts.
 
 A process that runs under ``valgrind --tool=callgrind --instr-atstart=no --collect-atstart=no``
-(``sampling.callgrind`` starts it) pays Valgrind's start and torch's import once, uninstrumented.
+(``revision.counting`` starts it) pays Valgrind's start and torch's import once, uninstrumented.
 Around the counted steps it switches instrumentation on (which flushes Valgrind's translations,
 so one step runs uncounted first), zeroes the counters, and for each step and phase toggles
 collection on, runs it, toggles it off and dumps the counters under a label: each dump is a part
@@ -17,15 +17,16 @@ import ctypes
 import hashlib
 import importlib.util
 import os
+import platform
 import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..model import Instructions, OperatorInstructions
+from ..model import Counter, Instructions, OperatorInstructions
 
 #: the helper: each function issues one of callgrind's client requests (no-ops off Valgrind)
 HELPER_SOURCE = """\
@@ -129,9 +130,86 @@ class Requests:
         self._lib.cnnperf_dump(label.encode())
 
 
+@dataclass(frozen=True)
+class Kernels:
+    """The kernels the counting process pins the libraries to (``revision.counting``): its
+    name, kept with the counts, and the variables that pin them."""
+
+    name: str
+    env: Mapping[str, str]
+
+
+#: Valgrind before 3.23 runs each lane of a fused multiply-add in a helper function, which
+#: makes AVX2 kernels (mostly FMA) hundreds of times slower than natively: there, SSE and AVX
+#: without FMA. Each library says what it picked: ``torch.backends.cpu.get_cpu_capability()``
+#: DEFAULT, ``ONEDNN_VERBOSE=1`` isa:Intel AVX, ``MKL_VERBOSE=1`` SSE4.2, and callgrind's
+#: function names glibc's ``__expf_sse2`` instead of ``__expf_fma``
+NO_FMA = Kernels(
+    "no-fma",
+    {
+        "ATEN_CPU_CAPABILITY": "default",
+        "ONEDNN_MAX_CPU_ISA": "AVX",
+        "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
+        "GLIBC_TUNABLES": "glibc.cpu.hwcaps=-FMA,-FMA4",
+    },
+)
+#: from Valgrind 3.23 on, which translates FMA natively: AVX2 (Valgrind has no AVX-512)
+AVX2 = Kernels(
+    "avx2",
+    {
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "ONEDNN_MAX_CPU_ISA": "AVX2",
+        "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+    },
+)
+#: the first Valgrind that translates fused multiply-adds natively
+NATIVE_FMA = (3, 23)
+
+
+def kernels_for(version: str) -> Kernels:
+    """The kernels to count under Valgrind ``version`` (``3.19.0``) with."""
+    return AVX2 if _numbers(version) >= NATIVE_FMA else NO_FMA
+
+
+def valgrind_version(command: str) -> str:
+    """The version of the Valgrind ``command`` runs (``3.19.0``); ``InstructionsProblem``
+    where it does not say one."""
+    try:
+        done = subprocess.run([command, "--version"], capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise InstructionsProblem(
+            f"{command} --version could not run ({exc.strerror}); reinstall Valgrind (Debian "
+            "and Ubuntu: apt-get install valgrind)"
+        ) from None
+    found = re.search(r"(\d+\.\d+(?:\.\d+)?)", done.stdout)
+    if done.returncode != 0 or found is None:
+        raise InstructionsProblem(
+            f"{command} --version printed {done.stdout.strip()[:80]!r}, not Valgrind's version "
+            "(valgrind-3.19.0); reinstall Valgrind (Debian and Ubuntu: apt-get install valgrind)"
+        )
+    return found.group(1)
+
+
+def _numbers(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split(".")[:2])
+
+
 #: the environment variable naming the folder the counting process's callgrind files are in
 #: (``--callgrind-out-file=<folder>/cg.%p``: a file per process, a part per dump)
 OUT_ENV = "CNNPERF_CALLGRIND_OUT"
+
+
+#: the environment variables that tell the counting process what counts: Valgrind's version
+#: and the kernels its libraries are pinned to (``revision.counting``)
+VALGRIND_ENV, KERNELS_ENV = "CNNPERF_VALGRIND", "CNNPERF_KERNELS"
+
+
+def counter() -> Counter | None:
+    """What counts in this process, as the process that started it said (``None``: unsaid)."""
+    valgrind, kernels = os.environ.get(VALGRIND_ENV), os.environ.get(KERNELS_ENV)
+    if not valgrind or not kernels:
+        return None
+    return Counter(valgrind=valgrind, kernels=kernels, arch=platform.machine())
 
 
 def output_file(pid: int | None = None) -> Path:
@@ -155,9 +233,11 @@ def count_steps(
     phases: Sequence[tuple[str, Callable[[], None]]],
     steps: int,
 ) -> None:
-    """Count ``steps`` steps of ``phases`` (run warm before this): instrumentation on, one step
-    uncounted (its code translated anew, with instrumentation), then each phase of each step
-    collected alone and dumped under its label; instrumentation off at the end."""
+    """Count ``steps`` steps of ``phases``: instrumentation on, one step uncounted (the step's
+    warm-up, its code translated with instrumentation), then each phase of each step collected
+    alone and dumped under its label; instrumentation off at the end. A warm-up before
+    instrumentation is not needed: its translations would be flushed, and the counts after one
+    instrumented step are those after three steps more (the validation page)."""
     requests.start()
     try:
         for _, run in phases:
@@ -211,6 +291,7 @@ def counted(dumps: Sequence[Dump], capability: str | None, seconds: float) -> In
         capability=capability,
         operators=operators([d.path for d in dumps if d.step == last]),
         seconds=seconds,
+        counter=counter(),
     )
 
 

@@ -167,11 +167,6 @@ def take_sample(
     return sample, env
 
 
-#: steps run before counting, uninstrumented: lazy initialisation, the allocator's growth and
-#: the interpreter's specialising happen there, not in the counts
-COUNT_WARMUP_STEPS = 3
-
-
 def counted_sample(workload: Workload, device: Any, plan: SamplePlan) -> tuple[Sample, Environment]:
     """A sample whose figure is the instructions of ``plan.instructions`` steps, counted under
     callgrind phase by phase, on one thread with the garbage collector off (collection is per
@@ -193,9 +188,6 @@ def counted_sample(workload: Workload, device: Any, plan: SamplePlan) -> tuple[S
             f"torch runs {torch.get_num_threads()} threads in the counting process; callgrind "
             "counts one thread, so the others' work would drop out of the count"
         )
-    for _ in range(COUNT_WARMUP_STEPS):
-        for _, run in workload.phases:
-            run()
     gc.collect()
     gc.disable()
     started = time.perf_counter()

@@ -35,6 +35,8 @@ from .decision import (
 )
 from .findings import (
     ComputesOtherwise,
+    CountedElsewhere,
+    CountedOtherwise,
     CountsMoved,
     Creep,
     CudaGraphsSkipped,
@@ -54,7 +56,7 @@ from .identity import (
     Revision,
 )
 from .noise import NoiseProfile, NoiseProfileFile
-from .parts import Compilation, GraphBreak, Instructions, OperatorInstructions
+from .parts import Compilation, Counter, GraphBreak, Instructions, OperatorInstructions
 from .profile import Attribution, OperatorChange, OperatorTime, PeakParts, Profile
 from .result import Headline, Result, ResultsFile
 from .sample import (
@@ -81,6 +83,9 @@ __all__ = [
     "CompilerStack",
     "ComputesOtherwise",
     "CountChange",
+    "CountedElsewhere",
+    "CountedOtherwise",
+    "Counter",
     "CountsMoved",
     "Creep",
     "CudaGraphsSkipped",

@@ -26,6 +26,8 @@ from .conditions import (
 )
 from .findings import (
     ComputesOtherwise,
+    CountedElsewhere,
+    CountedOtherwise,
     CountsMoved,
     Creep,
     CudaGraphsSkipped,
@@ -66,6 +68,8 @@ Reason = (
     | ProfileFailed
     | ImpreciseBaseline
     | NoCounts
+    | CountedOtherwise
+    | CountedElsewhere
     | CountsMoved
     | OperatorCountsChanged
     | StructureRegressed

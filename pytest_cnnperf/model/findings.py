@@ -320,6 +320,43 @@ class NoCounts(Because):
 
 
 @dataclass(frozen=True)
+class CountedOtherwise(Because):
+    """The baseline's counts were taken under another Valgrind, other kernels, another torch
+    or Python: counts of other code, which gate nothing (``gate.counts``)."""
+
+    kind = "counted-otherwise"
+    #: what differs, baseline first: ``kernels avx2 -> no-fma``
+    changes: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return (
+            f"the baseline was counted otherwise ({'; '.join(self.changes)}): counts of other "
+            "kernels or another build are no measure of this code's change, so nothing was "
+            "gated by instructions; record it again with --cnnperf-save "
+            "--cnnperf-metric=instructions"
+        )
+
+
+@dataclass(frozen=True)
+class CountedElsewhere(Because):
+    """The counts were gated against another kind of machine's baseline, counted the same way:
+    counts do not follow the host's CPU under Valgrind; that machine's time and memory are not
+    this one's, and are not judged."""
+
+    kind = "counted-elsewhere"
+    #: the kind of machine whose baseline the counts were compared with
+    machine: str
+
+    def __str__(self) -> str:
+        return (
+            f"the counts were gated against the baseline of {self.machine}, counted under the "
+            "same Valgrind, kernels, torch and Python (counts do not follow the host's CPU); "
+            "its time and memory are that machine's and were not judged; record this kind's "
+            "with --cnnperf-save to judge them"
+        )
+
+
+@dataclass(frozen=True)
 class CountsMoved(Because):
     """Instructions per step moved by more than unchanged code's counts differ between
     processes, though less than the threshold: something in the step changed."""

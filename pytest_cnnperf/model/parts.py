@@ -5,7 +5,6 @@ ones), the loader's waits (``train_loop``) and the step's instructions
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 
 from .values import Count, NonNegative, PositiveInt, Seconds
@@ -99,10 +98,25 @@ class OperatorInstructions:
 
 
 @dataclass(frozen=True)
+class Counter:
+    """What counted a step, beside the code and its libraries: the Valgrind, and the kernels
+    the counting process pinned the libraries to (``revision.counting``)."""
+
+    #: Valgrind's version: ``3.19.0``
+    valgrind: str
+    #: the kernels the libraries were pinned to: ``no-fma`` (SSE, and AVX without fused
+    #: multiply-adds, which Valgrind before 3.23 runs lane by lane in helpers) or ``avx2``
+    kernels: str
+    #: the processor architecture: ``x86_64``
+    arch: str
+
+
+@dataclass(frozen=True)
 class Instructions:
     """The instructions a benchmark's steps executed, counted under Valgrind's callgrind in one
     process: each counted step phase by phase. Counts do not vary with the machine's load; they
-    vary with the code, the torch build and the instruction set its kernels were picked for."""
+    vary with the code, the torch build, Python, and the Valgrind and kernels that counted them
+    (``counter``), not with the host's CPU."""
 
     #: per phase (forward, backward, optimizer; ``step`` for a step of one phase), the count
     #: of each counted step
@@ -113,6 +127,8 @@ class Instructions:
     operators: tuple[OperatorInstructions, ...] = ()
     #: the wall time the counting took, Valgrind's start excluded
     seconds: NonNegative = 0.0
+    #: what counted them (``None``: counted before counts named their Valgrind and kernels)
+    counter: Counter | None = None
 
     @property
     def steps(self) -> tuple[int, ...]:
@@ -122,11 +138,12 @@ class Instructions:
 
     @property
     def per_step(self) -> float:
-        """The median counted step's instructions: the figure the gate compares."""
-        return float(statistics.median(self.steps))
+        """The fewest instructions of a counted step: the figure the gate compares. What is
+        left of warm-up only adds to a step (PyTorch's own count gates take the minimum too)."""
+        return float(min(self.steps))
 
     @property
     def spread(self) -> float:
-        """How far the counted steps differ from each other, as a fraction of the median."""
+        """How far the counted steps differ from each other, as a fraction of the figure."""
         steps = self.steps
         return (max(steps) - min(steps)) / self.per_step if steps and self.per_step else 0.0

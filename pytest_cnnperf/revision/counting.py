@@ -6,22 +6,32 @@ of ``--cnnperf-against`` takes its samples (``revision.base``).
 It is started once per session (per xdist worker), when the first benchmark is counted, so
 Valgrind's start and torch's import, uninstrumented, are paid once. What moves counts is
 pinned: address-space randomisation off (``setarch -R``), Python's hash seed, one torch thread
-(callgrind collects per thread), and the instruction set torch and oneDNN dispatch to capped at
-AVX2, which Valgrind runs (it has no AVX-512).
+(callgrind collects per thread), and the kernels torch, oneDNN, MKL and glibc's maths dispatch
+to (:data:`NO_FMA` or :data:`AVX2`, by the Valgrind it runs under). Valgrind shows the program
+a CPU of its own, never the host's, so under the same pins the libraries pick the same kernels
+on every x86-64 host.
 """
 
 from __future__ import annotations
 
+import os
 import platform
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..measuring.instructions import OUT_ENV
+from ..measuring.instructions import (
+    KERNELS_ENV,
+    OUT_ENV,
+    VALGRIND_ENV,
+    InstructionsProblem,
+    kernels_for,
+    valgrind_version,
+)
 from ..model import Against, Revision
 from .base import BaseProblem, BaseSampler, BaseSide, Launch, _as_started
 from .base import launch as base_launch
@@ -30,10 +40,10 @@ from .git import Worktree
 if TYPE_CHECKING:
     from .against import AgainstRun
 
-#: the instruction sets Valgrind runs, best first: a machine with more is capped at the first
-CAPABILITY = "avx2"
-#: what the counting process's environment pins, beside the cap
+#: what the counting process's environment pins, beside the kernels
 PINNED = {"PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
 #: callgrind's options: instrumentation and collection off until the counted steps, output
 #: file per process (a counted sample is a forked child), no per-line figures
 CALLGRIND = (
@@ -57,12 +67,19 @@ def valgrind() -> str:
     return found
 
 
-def environment(folder: Path) -> dict[str, str]:
-    """What the counting process's environment adds to this one's."""
+def environment(folder: Path, version: str, inherited: Mapping[str, str]) -> dict[str, str]:
+    """What the counting process's environment adds to ``inherited`` (this one's) to count
+    under Valgrind ``version``: glibc's tunables keep the user's others."""
+    kernels = kernels_for(version)
+    pinned = dict(kernels.env)
+    tunables = inherited.get("GLIBC_TUNABLES")
+    if tunables and "GLIBC_TUNABLES" in pinned:
+        pinned["GLIBC_TUNABLES"] = f"{pinned['GLIBC_TUNABLES']}:{tunables}"
     return {
         **PINNED,
-        "ATEN_CPU_CAPABILITY": CAPABILITY,
-        "ONEDNN_MAX_CPU_ISA": CAPABILITY.upper(),
+        **pinned,
+        VALGRIND_ENV: version,
+        KERNELS_ENV: kernels.name,
         OUT_ENV: str(folder),
     }
 
@@ -85,9 +102,15 @@ def launch(config: Any, passed: Sequence[str]) -> Launch:
 
 def under_callgrind(how: Launch, folder: Path) -> Launch:
     """``how`` started under callgrind, randomisation off, its environment pinned."""
-    command = ["setarch", platform.machine(), "-R", valgrind(), "-q", *CALLGRIND]
-    command.append(f"--callgrind-out-file={folder}/cg.%p")
-    return Launch((*command, *how.command), how.cwd, {**how.env, **environment(folder)})
+    command = valgrind()
+    try:
+        version = valgrind_version(command)
+    except InstructionsProblem as exc:
+        raise BaseProblem(str(exc)) from None
+    pinned = environment(folder, version, {**os.environ, **how.env})
+    arguments = ["setarch", platform.machine(), "-R", command, "-q", *CALLGRIND]
+    arguments.append(f"--callgrind-out-file={folder}/cg.%p")
+    return Launch((*arguments, *how.command), how.cwd, {**how.env, **pinned})
 
 
 @dataclass

@@ -407,6 +407,9 @@ class Sampling:
         self.timeout_s = timeout_s
         self.zygote: Zygote | None = None
         self._sampler: Sampler | None = None
+        #: torch runs one thread in this process (the counting process): no thread pool for
+        #: a forked child to inherit, so the zygote's probe has nothing to find
+        self.one_thread = False
 
     def start(self, run_child: Callable[[Job], None]) -> str | None:
         """Fork the zygote, unless samples are to be taken in-process; a warning when it
@@ -419,8 +422,14 @@ class Sampling:
         # asked here: in a process forked after cuInit, the driver answers as if never started
         started = device.startswith("cuda") and cuda_driver_started()
 
+        def probe(done: Callable[[], None]) -> None:
+            if self.one_thread:  # under Valgrind the probe alone would take seconds
+                done()
+            else:
+                probe_torch(device, done, started)
+
         def serve_(requests: int, replies: int) -> None:
-            serve(requests, replies, lambda done: probe_torch(device, done, started), run_child)
+            serve(requests, replies, probe, run_child)
 
         self.zygote = Zygote.fork(serve_)
         return None
