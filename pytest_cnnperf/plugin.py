@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .measuring.cudnn import CudnnMode
     from .models import ModelFactory, ModelRegistry
     from .revision.against import AgainstRun
-    from .revision.counting import CountingRun
+    from .revision.counting import CountingPool
     from .runner import CnnPerf, Sides
     from .sampling.manager import Sampler, Sampling
     from .sampling.messages import Job
@@ -42,7 +42,7 @@ SAMPLING: pytest.StashKey[Sampling] = pytest.StashKey()
 STOPPING: pytest.StashKey[Stopping] = pytest.StashKey()
 #: the processes that count instructions (``--cnnperf-metric=instructions``): this checkout's,
 #: and the revision's where a run is gated against one
-COUNTING: pytest.StashKey[list[CountingRun]] = pytest.StashKey()
+COUNTING: pytest.StashKey[list[CountingPool]] = pytest.StashKey()
 #: the revision every benchmark is gated against in this run (``--cnnperf-against``): its
 #: worktree, and where samples are taken its process
 AGAINST: pytest.StashKey[AgainstRun | None] = pytest.StashKey()
@@ -260,15 +260,33 @@ def pytest_sessionstart(session: pytest.Session) -> Iterator[None]:
         modes = state.settings[settings.CUDNN]
         cudnn = ",".join(m.value for m in modes) if modes else None
         against.start(session.config, state.device, cudnn, passed, threads_set())
-    if state.device_type == "cpu":
-        from .revision.counting import CountingRun
-
-        # the counting processes (--cnnperf-metric=instructions), each started at its first
-        # count: this checkout's, and the revision's gated against
-        session.config.stash[COUNTING] = (
-            [CountingRun(), CountingRun(against)] if against else [CountingRun()]
-        )
     session.config.stash[PASSED] = passed
+    if state.device_type == "cpu":
+        session.config.stash[COUNTING] = _counting(session, state, passed, against)
+
+
+def _counting(
+    session: pytest.Session, state: Session, passed: tuple[str, ...], against: AgainstRun | None
+) -> list[CountingPool]:
+    """The counting processes (--cnnperf-metric=instructions), started at the first count:
+    this checkout's, one per core (an xdist worker's: one), which count the tests to come
+    while they wait; and the revision's gated against."""
+    from .revision.base import BaseSampler
+    from .revision.counting import CountingPool, CountingRun, processes
+
+    config = session.config
+
+    def start(run: CountingRun) -> BaseSampler:
+        return run.sampler(config, passed, state.sample_timeout)
+
+    def upcoming() -> list[tuple[str, str]]:
+        return [(item.nodeid, str(item.path)) for item in session.items if _is_benchmark(item)]
+
+    size = 1 if hasattr(config, "workerinput") else processes()
+    pools = [CountingPool([CountingRun() for _ in range(size)], start, upcoming)]
+    if against is not None:
+        pools.append(CountingPool([CountingRun(against)], start, list))
+    return pools
 
 
 def _passed_on(config: pytest.Config) -> tuple[str, ...]:
@@ -286,13 +304,10 @@ def _sides(config: pytest.Config, state: Session) -> Sides:
     from .runner import Sides
 
     against = config.stash.get(AGAINST, None)
-    runs = config.stash.get(COUNTING, [])
-    passed = config.stash.get(PASSED, ())
+    pools = config.stash.get(COUNTING, [])
 
     def counter(index: int) -> Callable[[], Sampler] | None:
-        if index >= len(runs):
-            return None
-        return lambda: runs[index].sampler(config, passed, state.sample_timeout)
+        return (lambda: pools[index]) if index < len(pools) else None
 
     return Sides(against, counter(0), counter(1))
 

@@ -8,6 +8,8 @@ import dataclasses
 import json
 import platform
 import shutil
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,7 @@ from pytest_cnnperf.gate.design import one_look
 from pytest_cnnperf.gate.policy import CPU, GateSettings
 from pytest_cnnperf.gate.throughput import throughput_at
 from pytest_cnnperf.measuring import instructions
+from pytest_cnnperf.measuring.sample import SamplePlan
 from pytest_cnnperf.model import (
     CountedElsewhere,
     CountedOtherwise,
@@ -42,6 +45,9 @@ from pytest_cnnperf.model import (
 from pytest_cnnperf.parsers import parse_metric
 from pytest_cnnperf.reports import explain
 from pytest_cnnperf.revision import counting
+from pytest_cnnperf.revision.counting import CountingPool, CountingRun
+from pytest_cnnperf.sampling.manager import Target
+from pytest_cnnperf.sampling.messages import BenchmarkError, Site, TakenSample
 
 SETTINGS = GateSettings(
     CPU.gate, throughput_threshold=0.10, memory_threshold=0.05, strict=False, metric="instructions"
@@ -380,3 +386,86 @@ def test_a_save_keeps_the_counts_taken_under_valgrind_with_the_baseline(
     assert counts["capability"] == kernels.env["ATEN_CPU_CAPABILITY"].upper()
     assert any(o["name"] == "aten::convolution_backward" for o in counts["operators"])
     assert ENV.machine  # the kind of machine the counts are kept under is this one's
+
+
+class FakeCounting:
+    """A counting process's sampler: counts each site as it is asked, after ``gate`` opens,
+    and says which key it counted (a count ahead of its test gets the test's own)."""
+
+    def __init__(self, keys: dict[str, str], log: list[tuple[str, str]]) -> None:
+        self.keys, self.log = keys, log
+        self.gate = threading.Event()
+
+    def take_one(self, target: Target, i: int = 0) -> tuple[TakenSample, str | None]:
+        self.gate.wait(10)
+        nodeid, asked = target.site.nodeid, target.site.key
+        self.log.append((nodeid, asked))
+        if nodeid == "t::broken":
+            raise BenchmarkError("the test failed")
+        sample = dataclasses.replace(result([0.04]).measured.samples[0], instructions=counted(1))
+        return TakenSample(sample, ENV), self.keys[nodeid]
+
+
+def pool_of(size: int, keys: dict[str, str]) -> tuple[CountingPool, list[FakeCounting], list]:
+    log: list[tuple[str, str]] = []
+    fakes = [FakeCounting(keys, log) for _ in range(size)]
+    runs = [CountingRun() for _ in fakes]
+    by_run = dict(zip(map(id, runs), fakes, strict=True))
+    upcoming = [(nodeid, "t.py") for nodeid in keys]
+    return CountingPool(runs, lambda run: by_run[id(run)], lambda: upcoming), fakes, log
+
+
+def asked(nodeid: str, key: str) -> Target:
+    plan = SamplePlan(timing=CPU.timing, instructions=2)
+    return Target(Site(nodeid, "t.py", 0, key), (), lambda device, world: None, plan)
+
+
+def test_a_pool_counts_the_tests_to_come_on_its_other_processes() -> None:
+    """Two counting processes: while one counts the test that asks, the other counts the next
+    test ahead of it, whose own ask then takes that count without counting again."""
+    keys = {"t::a": "ka", "t::b": "kb", "t::c": "kc"}
+    pool, fakes, log = pool_of(2, keys)
+    for fake in fakes:
+        fake.gate.set()
+    try:
+        assert pool.take(asked("t::a", "ka"), 1)
+        deadline = time.monotonic() + 10
+        while len(log) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert pool.take(asked("t::b", "kb"), 1)
+        assert pool.take(asked("t::c", "kc"), 1)
+    finally:
+        pool.close()
+    assert sorted(log) == [("t::a", "ka"), ("t::b", ""), ("t::c", "")]
+
+
+def test_a_count_ahead_of_another_call_or_that_failed_is_taken_again_as_the_test_asks() -> None:
+    keys = {"t::a": "ka", "t::b": "another", "t::broken": "kx"}
+    pool, fakes, log = pool_of(2, keys)
+    for fake in fakes:
+        fake.gate.set()
+    try:
+        pool.take(asked("t::a", "ka"), 1)
+        deadline = time.monotonic() + 10
+        while len(log) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        pool.take(asked("t::b", "kb"), 1)  # ahead it counted "another": asked again
+        with pytest.raises(BenchmarkError, match="the test failed"):
+            pool.take(asked("t::broken", "kx"), 1)
+    finally:
+        pool.close()
+    assert log.count(("t::b", "kb")) == 1
+    assert log.count(("t::broken", "kx")) == 1
+
+
+def test_one_counting_process_takes_nothing_ahead() -> None:
+    keys = {"t::a": "ka", "t::b": "kb"}
+    pool, fakes, log = pool_of(1, keys)
+    fakes[0].gate.set()
+    try:
+        pool.take(asked("t::a", "ka"), 1)
+        time.sleep(0.1)
+    finally:
+        pool.close()
+    assert log == [("t::a", "ka")]
+    assert counting.processes() >= 1

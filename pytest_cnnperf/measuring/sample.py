@@ -183,6 +183,10 @@ def counted_sample(workload: Workload, device: Any, plan: SamplePlan) -> tuple[S
             "the counting process does not run under Valgrind; --cnnperf-metric=instructions "
             "starts one itself"
         )
+    if workload.compiled or workload.loop is not None:  # a count taken ahead of its test
+        raise instructions.InstructionsProblem(
+            "a compiled step or a loader's loop is not counted: gate it by time"
+        )
     if torch.get_num_threads() != 1:
         raise instructions.InstructionsProblem(
             f"torch runs {torch.get_num_threads()} threads in the counting process; callgrind "

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..model import Against
 from ..sampling.manager import WORKDIR_PREFIX, ProcessSampler, Target, Zygote
-from ..sampling.messages import BenchmarkError, Job
+from ..sampling.messages import BenchmarkError, Job, TakenSample
 from .git import Worktree
 from .protocol import ENV, HANDSHAKE, Handshake, Order, order_text
 
@@ -56,9 +56,9 @@ class BaseSampler(ProcessSampler):
         site = dataclasses.replace(job.site, path=str(path) if path else target.site.path)
         return dataclasses.replace(job, site=site, plan=target.plan)
 
-    def take(self, target: Target, count: int) -> list[Any]:
+    def take_one(self, target: Target, i: int = 0) -> tuple[TakenSample, str | None]:
         try:
-            return super().take(target, count)
+            return super().take_one(target, i)
         except BenchmarkError as exc:
             if exc.problem is not None:
                 raise

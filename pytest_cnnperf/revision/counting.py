@@ -19,8 +19,10 @@ import platform
 import shutil
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +35,8 @@ from ..measuring.instructions import (
     valgrind_version,
 )
 from ..model import Against, Revision
+from ..sampling.manager import Target
+from ..sampling.messages import ANY_KEY, BenchmarkError, Site, TakenSample
 from .base import BaseProblem, BaseSampler, BaseSide, Launch, _as_started
 from .base import launch as base_launch
 from .git import Worktree
@@ -108,7 +112,9 @@ def under_callgrind(how: Launch, folder: Path) -> Launch:
     except InstructionsProblem as exc:
         raise BaseProblem(str(exc)) from None
     pinned = environment(folder, version, {**os.environ, **how.env})
-    arguments = ["setarch", platform.machine(), "-R", command, "-q", *CALLGRIND]
+    # at the idle priority: a count taken ahead (CountingPool) waits while a test is timed
+    arguments = ["chrt", "--idle", "0", "setarch", platform.machine(), "-R", command, "-q"]
+    arguments += CALLGRIND
     arguments.append(f"--callgrind-out-file={folder}/cg.%p")
     return Launch((*arguments, *how.command), how.cwd, {**how.env, **pinned})
 
@@ -154,3 +160,150 @@ class CountingRun:
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder = None
+
+
+@dataclass
+class _Count:
+    """A count asked of the pool: a test's (``demanded``), or one taken ahead of its test."""
+
+    target: Target
+    demanded: bool
+    #: a counting process took it
+    begun: bool = False
+    future: Future[tuple[TakenSample, str | None]] = field(default_factory=Future)
+
+
+class CountingPool:
+    """This checkout's counting processes, one per core this process may use: each counts the
+    step a test asks for and, while the others count or a test is timed, the first benchmark
+    of a test still to come, so that a session's counts take every core. A count depends on the
+    code alone, so one taken ahead stands for the test's when the test makes the same call
+    (``Site.key`` tells). The processes run at the idle priority: a count taken ahead waits
+    while a test's own samples are timed. Under pytest-xdist each worker counts its own tests
+    in one process, taking none ahead (which tests a worker runs is decided as it goes)."""
+
+    def __init__(
+        self,
+        runs: Sequence[CountingRun],
+        start: Callable[[CountingRun], BaseSampler],
+        upcoming: Callable[[], Sequence[tuple[str, str]]],
+    ) -> None:
+        self._runs = list(runs)
+        self._start = start
+        #: the benchmark tests of the session, in order: (node id, file)
+        self._upcoming = upcoming
+        self._changed = threading.Condition()
+        self._queue: list[_Count] = []
+        #: the counts taken ahead, by node id, and the template of their plan (the first asked)
+        self._ahead: dict[str, _Count] = {}
+        self._template: Target | None = None
+        self._closed = False
+        self._threads: list[threading.Thread] = []
+
+    in_process = False
+
+    @property
+    def size(self) -> int:
+        return len(self._runs)
+
+    def replayed(self, site: Site) -> None:
+        return None
+
+    def take(self, target: Target, count: int) -> list[TakenSample]:
+        """``count`` counted samples of ``target`` (one: counts do not vary)."""
+        return [self._count(target) for _ in range(count)]
+
+    def _count(self, target: Target) -> TakenSample:
+        with self._changed:
+            if self._template is None:
+                self._template = target
+            ahead = self._ahead.get(target.site.nodeid) if target.site.index == 0 else None
+            if ahead is not None and not ahead.begun:
+                self._queue.remove(ahead)  # not begun: asked as the test asks it
+                ahead = None
+            if ahead is None:
+                ahead = _Count(target, demanded=True)
+                self._queue.insert(0, ahead)
+            self._ahead.setdefault(target.site.nodeid, ahead)
+            self._changed.notify_all()
+        self._spawn()
+        try:
+            taken, key = ahead.future.result()
+        except (BenchmarkError, BaseProblem):
+            if ahead.demanded:
+                raise
+            taken, key = None, None  # a count ahead that failed: ask it as the test does
+        if key == target.site.key and taken is not None:
+            return taken
+        with self._changed:
+            asked = _Count(target, demanded=True)
+            self._queue.insert(0, asked)
+            self._changed.notify_all()
+        return asked.future.result()[0]
+
+    def _spawn(self) -> None:
+        """Start the workers, one per counting process, at the first count."""
+        if self._threads:
+            return
+        for run in self._runs:
+            thread = threading.Thread(target=self._work, args=(run,), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _next(self) -> _Count | None:
+        """What a free counting process counts next: what a test asks, else the first test to
+        come that nothing counted yet (``None``: closed)."""
+        with self._changed:
+            while not self._closed:
+                count = self._queue.pop(0) if self._queue else self._to_come()
+                if count is not None:
+                    count.begun = True
+                    self._ahead.setdefault(count.target.site.nodeid, count)
+                    return count
+                self._changed.wait()
+            return None
+
+    def _to_come(self) -> _Count | None:
+        """A count of the first test to come, after the last one asked for, not yet counted."""
+        template = self._template
+        if template is None or len(self._runs) == 1:
+            return None
+        tests = list(self._upcoming())
+        asked = [i for i, (nodeid, _) in enumerate(tests) if nodeid in self._ahead]
+        for nodeid, path in tests[max(asked, default=-1) + 1 :]:
+            if nodeid not in self._ahead:
+                site = Site(nodeid, path, 0, ANY_KEY)
+                return _Count(replace(template, site=site, replay=()), demanded=False)
+        return None
+
+    def _work(self, run: CountingRun) -> None:
+        while (count := self._next()) is not None:
+            try:
+                count.future.set_result(self._start(run).take_one(count.target))
+            except BaseException as exc:  # the asker raises it, or asks again
+                count.future.set_exception(exc)
+
+    def kill(self) -> None:
+        for run in self._runs:
+            run.kill()
+
+    def close(self) -> None:
+        """End the counting processes; a count in flight ends with them."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+        for run in self._runs:
+            run.close()
+        for thread in self._threads:
+            thread.join(timeout=CLOSE_JOIN_S)
+
+
+#: how long closing waits for a worker, whose process has just been ended
+CLOSE_JOIN_S = 30.0
+
+
+def processes() -> int:
+    """How many counting processes a session runs: one per core it may use."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1

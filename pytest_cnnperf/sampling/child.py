@@ -20,7 +20,15 @@ import pytest
 from _pytest.runner import runtestprotocol  # the protocol without reporting, as xdist uses it
 
 from ..model import Result
-from .messages import ChildReport, Job, Site, TakenSample, describe_error, write_report
+from .messages import (
+    ANY_KEY,
+    ChildReport,
+    Job,
+    Site,
+    TakenSample,
+    describe_error,
+    write_report,
+)
 
 if TYPE_CHECKING:
     from .manager import Sampling, Target
@@ -53,7 +61,7 @@ class ChildSampler:
         leak = self.check()
         if leak is not None:
             report = ChildReport(error=leak, problem="leak")
-        elif target.site.key != job.site.key:
+        elif job.site.key not in (ANY_KEY, target.site.key):
             report = ChildReport(
                 error=f"the test asked for {target.site.key!r} where the pytest process measured "
                 f"{job.site.key!r}; a benchmark test must make the same calls in every run",
@@ -86,7 +94,7 @@ class ChildSampler:
             profile_pass=job.profile,
             trace=target.trace,
         )
-        return ChildReport(taken=TakenSample(sample, environment))
+        return ChildReport(taken=TakenSample(sample, environment), key=target.site.key)
 
 
 def _go_quiet(config: pytest.Config) -> None:

@@ -378,23 +378,25 @@ class ProcessSampler:
         )
 
     def take(self, target: Target, count: int) -> list[TakenSample]:
-        taken = []
-        for i in range(count):
-            # ranks of a data-parallel step meet through a file, so no port is picked or leaked
-            rendezvous = self.zygote.new_path(".store") if target.world_size > 1 else None
-            jobs = [self.job(target, i, rank, rendezvous) for rank in range(target.world_size)]
-            reports = self.zygote.run(jobs, self.timeout)
-            errors = [r for r in reports if r.error]
-            if errors:
-                failed = cause(errors)
-                ranks = target.world_size
-                where = f"rank {failed.rank} of {ranks}: " if ranks > 1 else ""
-                raise BenchmarkError(where + str(failed.error), failed.problem)
-            first = next(r.taken for r in reports if r.rank == 0)
-            if first is None:
-                raise BenchmarkError("the sample process sent no measurement")
-            taken.append(first)
-        return taken
+        return [self.take_one(target, i)[0] for i in range(count)]
+
+    def take_one(self, target: Target, i: int = 0) -> tuple[TakenSample, str | None]:
+        """The ``i``-th sample of ``target``, and the key of the call it measured (with
+        ``ANY_KEY``, the test's call at the site's index, whichever it is)."""
+        # ranks of a data-parallel step meet through a file, so no port is picked or leaked
+        rendezvous = self.zygote.new_path(".store") if target.world_size > 1 else None
+        jobs = [self.job(target, i, rank, rendezvous) for rank in range(target.world_size)]
+        reports = self.zygote.run(jobs, self.timeout)
+        errors = [r for r in reports if r.error]
+        if errors:
+            failed = cause(errors)
+            ranks = target.world_size
+            where = f"rank {failed.rank} of {ranks}: " if ranks > 1 else ""
+            raise BenchmarkError(where + str(failed.error), failed.problem)
+        first = next(r for r in reports if r.rank == 0)
+        if first.taken is None:
+            raise BenchmarkError("the sample process sent no measurement")
+        return first.taken, first.key
 
 
 class Sampling:

@@ -41,8 +41,13 @@ class Site:
     path: str
     #: the call's position among the test's benchmark calls
     index: Count
-    #: the configuration key the call measures
+    #: the configuration key the call measures; :data:`ANY_KEY`: whichever it is (a count
+    #: taken ahead of the test, whose calls the pytest process has not seen yet)
     key: str
+
+
+#: ``Site.key`` of a call measured whatever its configuration
+ANY_KEY = ""
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,8 @@ class ChildReport:
     #: when the error happened (``time.time()``): among ranks, the earliest is the cause
     failed_at: float | None = None
     problem: str | None = None
+    #: the configuration key of the call measured
+    key: str | None = None
 
 
 JOB: Document[Job] = Document("pytest-cnnperf/job", 2, Job, "job")
