@@ -216,6 +216,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     mode = "recording baselines" if values[settings.SAVE] else "gating against baselines"
     where = display_path(values[settings.BASELINES])
     lines = [f"cnnperf: {session.device}, measured {how}; {mode} in {where}"]
+    if values[settings.METRIC] == "instructions" and session.device_type == "cpu":
+        lines.append(f"cnnperf: {_counting_header(config)}")
     from .measuring import heap
 
     if heap.KEPT:
@@ -226,6 +228,32 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if unfit:
         lines.append(f"cnnperf: warning: {unfit}")
     return lines
+
+
+def _counting_header(config: pytest.Config) -> str:
+    """How the session counts: by which Valgrind, with which kernels, in how many processes."""
+    import shutil
+
+    from .measuring.instructions import InstructionsProblem, kernels_for, valgrind_version
+    from .revision.counting import processes
+
+    command = shutil.which("valgrind")
+    if command is None:
+        return "throughput gated by instructions, but Valgrind is not installed (see below)"
+    try:
+        version = valgrind_version(command)
+    except InstructionsProblem as exc:
+        return f"throughput gated by instructions, but {exc}"
+    kernels = kernels_for(version).name
+    if getattr(config.option, "numprocesses", None):
+        where = "one process per pytest-xdist worker"
+    else:
+        count = processes()
+        where = f"{count} process{'' if count == 1 else 'es'}, one per core"
+    return (
+        f"throughput gated by instructions, counted under Valgrind {version} with the {kernels} "
+        f"kernels in {where}; time is reported beside"
+    )
 
 
 # ---- the session: sample processes ----

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import platform
 import shutil
 import threading
@@ -469,3 +470,24 @@ def test_one_counting_process_takes_nothing_ahead() -> None:
         pool.close()
     assert log == [("t::a", "ka")]
     assert counting.processes() >= 1
+
+
+def test_a_counted_session_says_how_it_counts_in_its_header(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Which Valgrind, which kernels, how many counting processes; and, without Valgrind,
+    that the counts cannot be taken."""
+    fake = tmp_path / "valgrind"
+    fake.write_text("#!/bin/sh\necho valgrind-3.19.0\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setattr(counting, "processes", lambda: 2)
+    pytester.makepyfile("def test_a(): pass")
+    result = pytester.runpytest("--cnnperf", "--cnnperf-metric=instructions")
+    result.stdout.fnmatch_lines(
+        [
+            "cnnperf: throughput gated by instructions, counted under Valgrind 3.19.0 with the "
+            "no-fma kernels in 2 processes, one per core; time is reported beside"
+        ]
+    )
+    assert "gated by instructions" not in pytester.runpytest("--cnnperf").stdout.str()

@@ -112,8 +112,8 @@ def under_callgrind(how: Launch, folder: Path) -> Launch:
     except InstructionsProblem as exc:
         raise BaseProblem(str(exc)) from None
     pinned = environment(folder, version, {**os.environ, **how.env})
-    # at the idle priority: a count taken ahead (CountingPool) waits while a test is timed
-    arguments = ["chrt", "--idle", "0", "setarch", platform.machine(), "-R", command, "-q"]
+    # at the lowest priority: a count taken ahead (CountingPool) waits while a test is timed
+    arguments = ["nice", "-n", "19", "setarch", platform.machine(), "-R", command, "-q"]
     arguments += CALLGRIND
     arguments.append(f"--callgrind-out-file={folder}/cg.%p")
     return Launch((*arguments, *how.command), how.cwd, {**how.env, **pinned})
@@ -178,8 +178,8 @@ class CountingPool:
     step a test asks for and, while the others count or a test is timed, the first benchmark
     of a test still to come, so that a session's counts take every core. A count depends on the
     code alone, so one taken ahead stands for the test's when the test makes the same call
-    (``Site.key`` tells). The processes run at the idle priority: a count taken ahead waits
-    while a test's own samples are timed. Under pytest-xdist each worker counts its own tests
+    (``Site.key`` tells). The processes run at the lowest priority (nice 19): a count taken
+    ahead waits while a test's own samples are timed. Under pytest-xdist each worker counts its own tests
     in one process, taking none ahead (which tests a worker runs is decided as it goes)."""
 
     def __init__(
