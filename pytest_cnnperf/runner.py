@@ -26,6 +26,7 @@ from .follow import Sources, follow
 from .gate import sequential
 from .gate.counts import counted_reference
 from .gate.decide import kernels_differ
+from .gate.noise import benchmark_name
 from .gate.policy import Plan, uncountable
 from .gate.sequential import Gating, Reference, Saving
 from .measuring.loader import LoopSpec, as_unpacker, first_look, unpack_problem
@@ -487,7 +488,7 @@ class CnnPerf:
             entry,
             display_path(store.path(found_on, module)),
             absent=absent,
-            noise=noise.read(store.root, machine),
+            noise=noise.read(store.root, machine, benchmark_name(module, test, key)),
         )
         creep, history = self._plan.creep, self._session.history
         if creep is None or history is None:

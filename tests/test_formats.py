@@ -82,6 +82,8 @@ from pytest_cnnperf.model import (
     Unvouched,
     Verdict,
 )
+from pytest_cnnperf.model.conditions import TwoSpeeds, Unprofiled
+from pytest_cnnperf.model.noise import BenchmarkNoise, NoiseRun
 from pytest_cnnperf.sampling import messages, xdist
 from pytest_cnnperf.store import codec, legacy, results_file
 from pytest_cnnperf.store import noise as noise_store
@@ -137,6 +139,8 @@ REASONS: tuple[Reason, ...] = (
     Unvouched(
         0.14, 0.1, 0.06, 0.03, 0.02, "runs differ by 2.0% (recorded 2026-12-04, 30 runs)", True
     ),
+    Unprofiled(0.041, calibrated=True, benchmarks=3),
+    TwoSpeeds(0.33, fast=7, runs=20, between=0.17),
     NoisyCalibration(0.12, 0.1),
     CalibrationChanged("cuda-mm-fp16-2048x4", "cuda-mm-fp16-4096x8"),
     SoftwareChanged(),
@@ -480,6 +484,23 @@ DOCUMENTS: dict[str, tuple[Any, Any]] = {
                 "recorded",
                 "2026-12-04T10:00:00Z",
                 "cnnperf noise -- x",
+                instances=2,
+                freedom=18.5,
+                modes=2,
+                mode_gap=0.33,
+                fast_runs=7,
+            ),
+            (
+                (
+                    "test_zoo::test_train[resnet18] [train_step resnet18 bs=8 64x64 opt=sgd]",
+                    BenchmarkNoise(
+                        NoiseProfile(0.08, 0.09, 0.02, 0.06, 0.2, 20, 1, "recorded"),
+                        (
+                            NoiseRun("vm/85b37765", 22, -2.5, 0.1, -5.2, 0.08, 0.05, "2026-12-07"),
+                            NoiseRun("vm/0a1b2c3d", 11, -2.4, 0.09),
+                        ),
+                    ),
+                ),
             ),
         ),
     ),
@@ -631,7 +652,7 @@ SAMPLE = ["results", 2, "measurement", "samples", 3]
             '{"kind": "sunspots", "count": 3}',
             "file.results[0].decision.reasons[0].kind: 'sunspots' is not one of 'no-baseline', "
             "'not-at-revision', 'machine-drift', 'drift-uncovered', 'unvouched', "
-            "'noisy-calibration', 'calibration-changed', "
+            "'unprofiled', 'two-speeds', 'noisy-calibration', 'calibration-changed', "
             "'software-changed', 'disturbed', 'unequal-pairs', 'untrustworthy-gpu', "
             "'sampling-changed', 'new-graph-breaks', 'recompiled', "
             "'slower-compile', 'cuda-graphs-skipped', 'creep', 'no-profile', 'profile-failed', "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -14,7 +15,12 @@ from factories import ENV, result
 
 from pytest_cnnperf.cli import main
 from pytest_cnnperf.gate import noise
-from pytest_cnnperf.model import Result
+from pytest_cnnperf.gate.decide import decide
+from pytest_cnnperf.gate.design import one_look
+from pytest_cnnperf.gate.policy import CPU, GateSettings
+from pytest_cnnperf.gate.throughput import throughput_at
+from pytest_cnnperf.model import Decision, NoiseProfile, Result, Verdict, units
+from pytest_cnnperf.model.noise import NoiseRun
 from pytest_cnnperf.revision import noise as recording
 from pytest_cnnperf.store import noise as noise_file
 
@@ -127,3 +133,234 @@ def test_the_gate_reads_the_profile_of_its_kind_of_machine(tmp_path: Path) -> No
     noise_file.write(tmp_path, ENV.machine, recorded)
     assert noise_file.read(tmp_path, ENV.machine) == recorded
     assert noise_file.read(tmp_path, "cpu-other-2t") is None
+
+
+# ---- per benchmark, instances, modes, the improved bound, the old form (issue 51) ----
+
+QUIET_NET = "test_m::test_quiet [train_step m bs=8 64x64 opt=sgd]"
+NOISY_NET = "test_m::test_noisy [train_step m bs=8 64x64 opt=sgd]"
+LOOK = one_look(CPU.gate.alpha, CPU.gate.beta)
+SETTINGS = GateSettings(CPU.gate, throughput_threshold=0.10, memory_threshold=0.05, strict=False)
+
+
+def kept_runs(
+    levels: Sequence[float],
+    instance: str = "vm/aaaa",
+    residual: float = 0.01,
+    follows: bool = True,
+) -> list[NoiseRun]:
+    """Runs of 12 samples at ``levels`` (log), each with a calibration that follows the run's
+    level (or, not ``follows``, stays put) but for ``residual`` of noise of its own."""
+    rng = np.random.default_rng(len(levels))
+    return [
+        NoiseRun(
+            instance,
+            12,
+            level,
+            0.02,
+            calibration_level=(level if follows else 0.0) + float(rng.normal(0, residual)) - 3.0,
+            calibration_spread=0.02,
+            residual_spread=0.015,
+        )
+        for level in levels
+    ]
+
+
+def spread_levels(n: int, sd: float, seed: int) -> list[float]:
+    """``n`` levels whose spread is exactly ``sd`` (log)."""
+    raw = np.random.default_rng(seed).normal(0, 1, n)
+    return list(-3.2 + sd * (raw - raw.mean()) / raw.std(ddof=1))
+
+
+def profile_file(tmp_path: Path, **runs: list[NoiseRun]) -> Path:
+    """A profile of each named benchmark's runs, written as ``cnnperf noise`` writes it."""
+    found = {QUIET_NET if k == "quiet" else NOISY_NET: v for k, v in runs.items()}
+    kind, benchmarks = recording.profiles_of(found, "cnnperf noise -- t.py")
+    noise_file.write(tmp_path, ENV.machine, kind, benchmarks)
+    return tmp_path
+
+
+def gated(factor: float, profile: NoiseProfile | None, seed: int = 2) -> Decision:
+    """12 samples ``factor`` times the baseline's step time, against it, at one look."""
+    base = result(list(0.04 * np.exp(np.random.default_rng(1).normal(0, 0.02, 12)))).as_baseline()
+    steps = list(0.04 * factor * np.exp(np.random.default_rng(seed).normal(0, 0.02, 12)))
+    current = result(steps)
+    throughput = throughput_at(current, base, SETTINGS, LOOK, profile)
+    return decide(current, base, SETTINGS, LOOK, throughput=throughput)
+
+
+def test_each_benchmark_allows_for_its_own_spread(tmp_path: Path) -> None:
+    """Two benchmarks of one kind of machine, one whose runs differ by 1% after calibration and
+    one by 6%: each verdict allows for its own, not one term for the kind; the same samples are
+    ok for the first and inconclusive for the second."""
+    root = profile_file(
+        tmp_path,
+        quiet=kept_runs(spread_levels(20, 0.08, 1), residual=0.01),
+        noisy=kept_runs(spread_levels(20, 0.08, 2), residual=0.06),
+    )
+    quiet = noise_file.read(root, ENV.machine, QUIET_NET)
+    noisy = noise_file.read(root, ENV.machine, NOISY_NET)
+    assert quiet is not None
+    assert noisy is not None
+    assert quiet.source == noisy.source == "recorded"
+    assert quiet.between_calibrated is not None
+    assert noisy.between_calibrated is not None
+    assert quiet.between_calibrated < 0.02 < 0.04 < noisy.between_calibrated
+    assert gated(1.0, quiet).verdict is Verdict.OK
+    assert gated(1.0, noisy).verdict is Verdict.INCONCLUSIVE
+
+
+def test_the_term_allows_for_how_few_runs_the_profile_holds() -> None:
+    """The same spread from 5 runs and from 40: the term from 5 is wider (the chi-square bound
+    at 80%), and both are wider than the estimate itself."""
+    few = noise.fit_runs(kept_runs(spread_levels(5, 0.05, 3)), recorded="", command="")
+    many = noise.fit_runs(kept_runs(spread_levels(40, 0.05, 3)), recorded="", command="")
+    assert few.freedom == 4
+    assert many.freedom == 39
+    assert noise.term(few, calibrated=False) > noise.term(many, calibrated=False) > many.between
+    assert noise.uncertainty(4) == pytest.approx(1.54, abs=0.02)
+    assert noise.uncertainty(39) == pytest.approx(1.12, abs=0.01)
+
+
+def test_a_benchmark_the_profile_never_saw_gets_the_widest_spread_and_says_so(
+    tmp_path: Path,
+) -> None:
+    root = profile_file(
+        tmp_path,
+        quiet=kept_runs(spread_levels(20, 0.08, 1), residual=0.01),
+        noisy=kept_runs(spread_levels(20, 0.08, 2), residual=0.06),
+    )
+    other = noise_file.read(root, ENV.machine, "test_m::test_other [train_step m bs=8]")
+    noisy = noise_file.read(root, ENV.machine, NOISY_NET)
+    assert other is not None
+    assert noisy is not None
+    assert other.source == "widest"
+    assert noise.term(other, calibrated=True) == pytest.approx(noise.term(noisy, calibrated=True))
+    decision = gated(1.0, other)
+    (said,) = [str(r) for r in decision.reasons if str(r).startswith("no noise profile")]
+    assert said == (
+        "no noise profile for this benchmark: the kind's widest spread assumed (runs differ by "
+        f"{units.percent(noise.term(noisy, calibrated=True))} after calibration, the widest of 2 "
+        "benchmarks recorded); `cnnperf noise -- PYTEST_ARGS` with arguments that select this "
+        "test records its own"
+    )
+    # a benchmark the profile recorded says nothing of the kind
+    assert not any(str(r).startswith("no noise profile") for r in gated(1.0, noisy).reasons)
+
+
+def test_runs_at_two_speeds_are_found_allowed_for_and_named_in_the_verdict() -> None:
+    """14 runs at one speed and 6 about 35% faster, the calibration following neither: two
+    modes, and a term that spans them, so a run in the fast mode against a baseline recorded in
+    the slow one is neither improved nor ok, and says why."""
+    rng = np.random.default_rng(5)
+    levels = [-3.0 + float(rng.normal(0, 0.02)) for _ in range(14)]
+    levels += [-3.0 - 0.3 + float(rng.normal(0, 0.02)) for _ in range(6)]
+    profile = noise.fit_runs(kept_runs(levels, follows=False), recorded="now", command="t")
+    assert (profile.modes, profile.fast_runs) == (2, 6)
+    assert profile.mode_gap == pytest.approx(0.3, abs=0.03)
+    assert noise.term(profile, calibrated=True) > 0.15
+    decision = gated(math.exp(-0.3), profile)  # the fast mode against a slow baseline
+    assert decision.verdict is Verdict.INCONCLUSIVE
+    (said,) = [str(r) for r in decision.reasons if "two speeds" in str(r)]
+    term = units.percent(noise.term(profile, calibrated=True))
+    assert said == (
+        f"this benchmark runs at two speeds {units.percent(math.exp(profile.mode_gap) - 1)} "
+        "apart on this kind of machine (6 of 20 runs of its noise profile the faster), so its "
+        f"verdicts allow for a run in either: runs differ by {term}; find what sets its speed, "
+        "or gate it against the base revision in the same job (--cnnperf-against=REV), whose "
+        "samples meet the same speeds"
+    )
+    # one mode: levels of one normal spread are never split
+    one = noise.fit_runs(kept_runs(spread_levels(60, 0.05, 4)), recorded="", command="")
+    assert one.modes == 1
+    assert one.mode_gap is None
+
+
+def test_the_term_covers_instances_not_only_runs() -> None:
+    """Two instances whose runs each differ by 2% but sit 8% apart: the spread within one
+    instance understates what a baseline recorded on the other meets; the profile of both holds
+    the instances' part, with the freedom of two instances."""
+    a = kept_runs(spread_levels(10, 0.02, 6), instance="vm/aaaa")
+    b = kept_runs([level + 0.08 for level in spread_levels(10, 0.02, 7)], instance="vm/bbbb")
+    one = noise.fit_runs(a, recorded="", command="")
+    both = noise.fit_runs([*a, *b], recorded="", command="")
+    assert (one.instances, both.instances) == (1, 2)
+    assert one.between == pytest.approx(0.02, abs=0.005)
+    assert both.between > 0.05
+    assert both.freedom is not None
+    assert both.freedom < 5
+    assert noise.term(both, calibrated=False) > 2 * both.between
+
+
+def test_a_recording_on_another_instance_adds_to_the_profile_keeping_where_each_ran(
+    tmp_path: Path,
+) -> None:
+    first = recording.record(
+        ["t.py"], 4, tmp_path, run=fake_runs([0, 0.05, -0.05, 0.1]), instance="vm/aaaa"
+    )
+    assert (first.profile.instances, first.earlier) == (1, 0)
+    second = recording.record(
+        ["t.py"], 3, tmp_path, run=fake_runs([0.3, 0.35, 0.25]), instance="vm/bbbb"
+    )
+    assert second.earlier == 4
+    document = noise_file.read_file(tmp_path, ENV.machine)
+    assert document is not None
+    ((name, benchmark),) = document.benchmarks
+    assert name == "test_m::test_m [train_step m bs=8 64x64]"
+    assert [r.instance for r in benchmark.runs] == ["vm/aaaa"] * 4 + ["vm/bbbb"] * 3
+    assert benchmark.profile.instances == 2
+    assert benchmark.profile.between > first.profile.between
+    assert recording.lines(second)[:2] == [
+        f"{ENV.machine}: 3 runs recorded on instance vm/bbbb, added to the 4 runs it held",
+        f"  {name}: {recording.describe_benchmark(benchmark.profile)}",
+    ]
+    # --replace starts afresh
+    fresh = recording.record(
+        ["t.py"], 3, tmp_path, run=fake_runs([0, 0.01, 0.02]), instance="vm/cccc", replace=True
+    )
+    assert (fresh.earlier, fresh.profile.instances) == (0, 1)
+
+
+def test_improved_needs_the_gain_beyond_the_threshold_after_every_term() -> None:
+    """12% faster than the baseline, the bounds allowing for runs that differ by 3%: the gain's
+    bound at the false-alarm level is not beyond 10%, so ok, not improved; 40% faster is
+    improved."""
+    steady = NoiseProfile(
+        within=0.02, between=0.03, between_calibrated=0.03, calibration_within=0.02
+    )
+    near = gated(1 / 1.12, steady)
+    assert near.throughput is not None
+    assert near.throughput.change < -0.10  # the estimate is past the threshold
+    assert near.verdict is Verdict.OK
+    assert gated(1 / 1.4, steady).verdict is Verdict.IMPROVED
+
+
+def test_a_profile_of_the_first_form_still_reads_as_the_kinds_widest(tmp_path: Path) -> None:
+    """Version 1 held one profile for the kind: it reads, every benchmark is given it, and the
+    verdict says that none of its own was recorded."""
+    where = tmp_path / ENV.machine / "noise-profile.json"
+    where.parent.mkdir()
+    version_1 = {
+        "machine": ENV.machine,
+        "profile": {
+            "benchmarks": 3,
+            "between": 0.1032,
+            "between_calibrated": 0.0129,
+            "calibration_within": 0.0997,
+            "command": "cnnperf noise --runs=20 -- test_noise.py",
+            "drift_covered": 0.2692,
+            "recorded": "2026-12-04T17:32:30Z",
+            "runs": 60,
+            "within": 0.1318,
+        },
+        "schema": "pytest-cnnperf/noise-profile",
+        "schema_version": 1,
+    }
+    where.write_text(json.dumps(version_1))
+    profile = noise_file.read(tmp_path, ENV.machine, QUIET_NET)
+    assert profile is not None
+    assert (profile.source, profile.runs, profile.between_calibrated) == ("widest", 60, 0.0129)
+    assert profile.freedom is None
+    # its uncertainty from its 20 runs a benchmark
+    assert noise.term(profile, calibrated=True) == pytest.approx(0.0129 * noise.uncertainty(19))
+    assert any(str(r).startswith("no noise profile") for r in gated(1.0, profile).reasons)

@@ -51,7 +51,15 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
                 markdown_path=args.markdown,
             )
         if args.command == "noise":
-            return runs.noise(pytest_args, args.runs, args.baselines, args.record, stream)
+            return runs.noise(
+                pytest_args,
+                args.runs,
+                args.baselines,
+                args.record,
+                stream,
+                instance=args.instance,
+                replace=args.replace,
+            )
         lines, status = _run(args)
     except (Problem, history.CommandProblem, runs.RunProblem) as exc:
         print(f"cnnperf {args.command}: {exc}", file=sys.stderr)

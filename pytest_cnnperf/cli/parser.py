@@ -276,13 +276,16 @@ def _history_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
 def _noise_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     noise = commands.add_parser(
         "noise",
-        usage="cnnperf noise [-h] [--runs N] [--baselines DIR] [--record FILE] -- PYTEST_ARGS",
+        usage="cnnperf noise [-h] [--runs N] [--baselines DIR] [--instance NAME] [--replace] "
+        "[--record FILE] -- PYTEST_ARGS",
         help="Record how much this kind of machine's runs differ: its noise profile",
         description="Run the benchmarks the pytest arguments select again and again (pytest "
         "--cnnperf --cnnperf-save into a folder of its own: your baselines are not touched), "
-        "and write this kind of machine's noise profile beside its baselines, which verdicts "
-        "against stored baselines allow for. Record it on a machine in its usual state, at "
-        "several times (--record keeps the runs and adds to them).",
+        "and write this kind of machine's noise profile beside its baselines, per benchmark, "
+        "which verdicts against stored baselines allow for. The runs are added to the profile "
+        "already there, each with the instance it ran on: record it on several machines of "
+        "the kind (a CI job lands on a fresh one each time), in their usual state, at several "
+        "times.",
     )
     noise.add_argument(
         "--runs", metavar="N", type=_count, default=10, help="Runs to record. Default: 10"
@@ -295,11 +298,21 @@ def _noise_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         help="The baselines folder the profile is written to. Default: baselines",
     )
     noise.add_argument(
+        "--instance",
+        metavar="NAME",
+        help="The machine instance the runs are recorded on, as the profile keeps it. Default: "
+        "the host's name and boot id",
+    )
+    noise.add_argument(
+        "--replace",
+        action="store_true",
+        help="Start a new profile instead of adding to the one beside the baselines",
+    )
+    noise.add_argument(
         "--record",
         metavar="FILE",
         type=Path,
-        help="Keep every run's samples in FILE, and fit the profile from those it already holds "
-        "too",
+        help="Also keep every run's samples in FILE, added to those it holds",
     )
 
 

@@ -29,6 +29,9 @@ def noise(
     baselines: Path,
     record: Path | None,
     stream: TextIO,
+    *,
+    instance: str | None = None,
+    replace: bool = False,
 ) -> int:
     """``cnnperf noise``: a line a run, then the profile written."""
 
@@ -46,7 +49,9 @@ def noise(
         stream.flush()
 
     try:
-        found = noise_run.record(pytest_args, runs, baselines, record, progress)
+        found = noise_run.record(
+            pytest_args, runs, baselines, record, progress, instance=instance, replace=replace
+        )
     except noise_run.NoiseProblem as exc:
         raise RunProblem(str(exc)) from None
     stream.write("\n".join(noise_run.lines(found)) + "\n")

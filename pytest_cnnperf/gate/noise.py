@@ -15,11 +15,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from statistics import NormalDist
 
 import numpy as np
 
-from ..model.noise import NoiseProfile
+from ..model.noise import DEFAULT, WIDEST, NoiseProfile, NoiseRun
 
 #: assumed where a kind of machine has no recorded profile, by device kind: on the CPU the
 #: noisier of the project's two shared 2-core machines, rounded up (docs/validation.md); on a
@@ -43,6 +44,13 @@ FLOOR = 0.002
 MEDIAN_VARIANCE = math.pi / 2
 #: the 90% bounds of the calibration's ratio (``gate.throughput.machine_drift``) as standard errors
 DRIFT_Z = NormalDist().inv_cdf(0.95)
+
+
+def benchmark_name(module: str, test: str, key: str) -> str:
+    """How a noise profile names a benchmark: its module's name, test and configuration
+    (``test_zoo::test_train[resnet18] [train_step resnet18 bs=8 64x64 opt=sgd]``), the same
+    however the run was started (a path, ``--pyargs``, another rootdir)."""
+    return f"{PurePosixPath(module).stem}::{test} [{key}]"
 
 
 def default(device: str) -> NoiseProfile:
@@ -70,63 +78,261 @@ def spread(values: Sequence[float]) -> float:
     return float(1.4826 * np.median(np.abs(logs - np.median(logs))))
 
 
-def fit(benchmarks: Sequence[Sequence[Run]], *, recorded: str, command: str) -> NoiseProfile:
-    """A profile from recorded runs of unchanged code, by benchmark: each run's level is the
-    median of its log step times, whose variance over runs, less what its samples' own noise
-    contributes, is the between-run variance; likewise for the level over the calibration's.
-    The largest spread of the benchmarks is kept: the profile stands for all of them."""
-    within: list[float] = []
-    between: list[float] = []
-    calibrated: list[float] = []
-    calibration_within: list[float] = []
-    covered: list[float] = []
-    runs = 0
-    for series in benchmarks:
-        usable = [r for r in series if len(r.steps) >= 2]
-        if len(usable) < 3:
-            raise ValueError(
-                f"a noise profile needs at least 3 runs of each benchmark, with 2 samples or more "
-                f"each; one benchmark has {len(usable)}"
-            )
-        runs += len(usable)
-        levels = np.array([np.median(np.log(r.steps)) for r in usable])
-        spreads = np.array([spread(r.steps) for r in usable])
-        sizes = np.array([len(r.steps) for r in usable])
-        own = float(np.mean(MEDIAN_VARIANCE * spreads**2 / sizes))
-        within.append(float(np.median(spreads)))
-        between.append(math.sqrt(max(float(np.var(levels, ddof=1)) - own, 0.0)))
-        timed = [r for r in usable if all(c for c in r.calibrations) and len(r.calibrations) >= 2]
-        if len(timed) == len(usable):
-            cal = [[c for c in r.calibrations if c] for r in timed]
-            cal_levels = np.array([np.median(np.log(c)) for c in cal])
-            cal_spreads = np.array([spread(c) for c in cal])
-            cal_own = float(np.mean(MEDIAN_VARIANCE * cal_spreads**2 / sizes))
-            residual = float(np.var(levels - cal_levels, ddof=1)) - own - cal_own
-            calibrated.append(math.sqrt(max(residual, 0.0)))
-            calibration_within.append(float(np.median(cal_spreads)))
-            covered.append(float(cal_levels.max() - cal_levels.min()))
-    full = len(calibrated) == len(benchmarks)
-    return NoiseProfile(
-        within=max(within),
-        between=max(max(between), FLOOR),
-        between_calibrated=max(max(calibrated), FLOOR) if full else None,
-        calibration_within=max(calibration_within) if full else None,
-        drift_covered=min(covered) if full else None,
-        runs=runs,
-        benchmarks=len(benchmarks),
-        recorded=recorded,
-        command=command,
+def summarise(run: Run, instance: str, started: str | None = None) -> NoiseRun:
+    """What a profile keeps of a run: its level and spreads, with and without the calibration
+    (where every sample timed one), and the instance it ran on."""
+    steps = np.log(np.asarray(run.steps, dtype=float))
+    calibrations = [c for c in run.calibrations if c]
+    timed = len(calibrations) == len(run.steps) and len(calibrations) >= 2
+    if not timed:
+        return NoiseRun(
+            instance, len(steps), float(np.median(steps)), spread(run.steps), started=started
+        )
+    logs = np.log(np.asarray(calibrations, dtype=float))
+    return NoiseRun(
+        instance=instance,
+        samples=len(steps),
+        level=float(np.median(steps)),
+        spread=spread(run.steps),
+        calibration_level=float(np.median(logs)),
+        calibration_spread=spread(calibrations),
+        # the two move together within a run too (the machine's spells reach both): the noise
+        # of the difference is less than the two noises added, and is what a level less the
+        # calibration's carries
+        residual_spread=spread(np.exp(steps - logs).tolist()),
+        started=started,
     )
 
 
+#: two modes: the best split of the levels sorted, both sides at least this share of the runs
+MODE_SHARE = 0.2
+#: and their centres apart by at least this (log): a smaller gap barely widens the term
+MODE_GAP = 0.05
+
+
+def separation(runs: int) -> float:
+    """How many pooled standard deviations apart the two sides of the best split of ``runs``
+    levels must be to count as two modes: the 99th percentile of that score for levels of one
+    normal mode, by simulation (8.9 for 6 runs, 4.4 for 20, 3.4 for 60)."""
+    return 2.8 + 35 / runs
+
+
+@dataclass(frozen=True)
+class Modes:
+    """Two groups of runs far apart: how far (log, between their centres), how many were in
+    the faster one, and the spread of runs within their own group."""
+
+    gap: float
+    fast: int
+    within: float
+
+
+def modes(levels: Sequence[float]) -> Modes | None:
+    """Whether ``levels`` come in two modes (:func:`separation`, :data:`MODE_GAP`), and which;
+    ``None``: one mode as far as 6 runs or more can tell (fewer cannot)."""
+    values = np.sort(np.asarray(levels, dtype=float))
+    n = len(values)
+    least = max(2, math.ceil(MODE_SHARE * n))
+    if n < 6 or n < 2 * least:
+        return None
+    best: Modes | None = None
+    score = 0.0
+    for k in range(least, n - least + 1):
+        low, high = values[:k], values[k:]
+        squares = float(((low - low.mean()) ** 2).sum() + ((high - high.mean()) ** 2).sum())
+        pooled = math.sqrt(squares / (n - 2))
+        gap = float(high.mean() - low.mean())
+        this = gap / pooled if pooled > 0 else math.inf
+        if this > score:
+            score, best = this, Modes(gap, fast=k, within=pooled)
+    if best is None or score < separation(n) or best.gap < MODE_GAP:
+        return None
+    return best
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A between-run spread (log standard deviation) with its effective degrees of freedom, and
+    the modes where the runs came in two."""
+
+    value: float
+    freedom: float
+    modes: Modes | None = None
+
+
+def between_runs(levels: Sequence[float], own: Sequence[float], instances: Sequence[str]) -> Spread:
+    """How much a run's level moves on this kind of machine, its samples' own noise (``own``:
+    each level's variance from its samples) taken out: over the runs of one instance, their
+    variance; over several, the runs' within their instance plus the instances' (a random
+    effects analysis of variance), its degrees of freedom by Satterthwaite's approximation.
+    Levels in two modes: the spread within their modes and half the gap between them, in
+    quadrature, so that runs in either mode stay within the bounds of a baseline in the other."""
+    values = np.asarray(levels, dtype=float)
+    noise = float(np.mean(own))
+    n = len(values)
+    found = modes(levels)
+    if found is not None:
+        within = max(found.within**2 - noise, 0.0)
+        return Spread(math.sqrt(within + (found.gap / 2) ** 2), n - 2.0, found)
+    groups = [
+        values[[i for i, x in enumerate(instances) if x == name]]
+        for name in dict.fromkeys(instances)
+    ]
+    k = len(groups)
+    if k == 1 or n - k < 1:
+        variance = float(np.var(values, ddof=1)) - noise
+        return Spread(math.sqrt(max(variance, 0.0)), n - 1.0)
+    within = sum(float(((g - g.mean()) ** 2).sum()) for g in groups) / (n - k)
+    sizes = np.array([len(g) for g in groups], dtype=float)
+    means = np.array([g.mean() for g in groups])
+    among = float((sizes * (means - values.mean()) ** 2).sum()) / (k - 1)
+    typical = (n - float((sizes**2).sum()) / n) / (k - 1)
+    instance_part = max((among - within) / typical, 0.0)
+    variance = max(within - noise, 0.0) + instance_part
+    if instance_part <= 0:
+        return Spread(math.sqrt(variance), n - k)
+    # the variance as (1/typical) among + (1 - 1/typical) within - noise: its parts' freedoms
+    a, b = among / typical, (1 - 1 / typical) * within
+    freedom = (a + b) ** 2 / (a**2 / (k - 1) + b**2 / (n - k))
+    return Spread(math.sqrt(variance), freedom)
+
+
+def fit_runs(runs: Sequence[NoiseRun], *, recorded: str, command: str) -> NoiseProfile:
+    """One benchmark's profile from its recorded runs (of any instances): its levels' spread as
+    measured and after dividing by the calibration's (:func:`between_runs`), the samples' own
+    noise taken out; the larger of the two modes' verdicts where the runs came in two."""
+    usable = [r for r in runs if r.samples >= 2]
+    if len(usable) < 3:
+        raise ValueError(
+            f"a noise profile needs at least 3 runs of each benchmark, with 2 samples or more "
+            f"each; one benchmark has {len(usable)}"
+        )
+    instances = [r.instance for r in usable]
+    own = [MEDIAN_VARIANCE * r.spread**2 / r.samples for r in usable]
+    measured = between_runs([r.level for r in usable], own, instances)
+    calibrated: Spread | None = None
+    covered = None
+    timed = [r for r in usable if r.calibration_level is not None and r.residual_spread is not None]
+    if len(timed) == len(usable):
+        residuals = [r.level - (r.calibration_level or 0.0) for r in usable]
+        own_residual = [
+            MEDIAN_VARIANCE * (r.residual_spread or 0.0) ** 2 / r.samples for r in usable
+        ]
+        calibrated = between_runs(residuals, own_residual, instances)
+        cal_levels = [r.calibration_level or 0.0 for r in usable]
+        covered = max(cal_levels) - min(cal_levels)
+    # the modes the verdicts allow for: those of the spread they use (after calibration where
+    # it is recorded: the gate uses it where it lowers the variance)
+    two = (calibrated.modes if calibrated is not None else None) or measured.modes
+    freedom = min(measured.freedom, calibrated.freedom) if calibrated else measured.freedom
+    return NoiseProfile(
+        within=float(np.median([r.spread for r in usable])),
+        between=max(measured.value, FLOOR),
+        between_calibrated=max(calibrated.value, FLOOR) if calibrated else None,
+        calibration_within=(
+            float(np.median([r.calibration_spread or 0.0 for r in usable])) if calibrated else None
+        ),
+        drift_covered=covered,
+        runs=len(usable),
+        benchmarks=1,
+        recorded=recorded,
+        command=command,
+        instances=len(set(instances)),
+        freedom=freedom,
+        modes=2 if two else 1,
+        mode_gap=two.gap if two else None,
+        fast_runs=two.fast if two else 0,
+        residual_within=(
+            float(np.median([r.residual_spread or 0.0 for r in usable])) if calibrated else None
+        ),
+    )
+
+
+def widest(profiles: Sequence[NoiseProfile], *, recorded: str, command: str) -> NoiseProfile:
+    """The kind of machine's profile for a benchmark it never saw: the widest of its
+    benchmarks' spreads (their terms, uncertainty included), the least drift any covered."""
+    if not profiles:
+        raise ValueError("a noise profile needs at least one benchmark")
+    calibrated = [p for p in profiles if p.between_calibrated is not None]
+    every = len(calibrated) == len(profiles)
+    least = min(p.freedom if p.freedom is not None else 1.0 for p in profiles)
+    inflate = uncertainty(least)
+    return NoiseProfile(
+        within=max(p.within for p in profiles),
+        between=max(term(p, calibrated=False) for p in profiles) / inflate,
+        between_calibrated=(
+            max(term(p, calibrated=True) for p in profiles) / inflate if every else None
+        ),
+        calibration_within=max(p.calibration_within or 0.0 for p in profiles) if every else None,
+        residual_within=(
+            max(p.residual_within or 0.0 for p in profiles)
+            if every and all(p.residual_within is not None for p in profiles)
+            else None
+        ),
+        drift_covered=min(p.drift_covered or 0.0 for p in profiles) if every else None,
+        runs=sum(p.runs for p in profiles),
+        benchmarks=len(profiles),
+        source=WIDEST,
+        recorded=recorded,
+        command=command,
+        instances=max(p.instances for p in profiles),
+        freedom=least,
+    )
+
+
+def fit(benchmarks: Sequence[Sequence[Run]], *, recorded: str, command: str) -> NoiseProfile:
+    """The widest profile of runs recorded on one instance, by benchmark (what a benchmark the
+    profile never saw is given; ``scripts/gate-simulation`` fits its recordings with it)."""
+    fitted = [
+        fit_runs([summarise(r, "") for r in series], recorded=recorded, command=command)
+        for series in benchmarks
+    ]
+    return widest(fitted, recorded=recorded, command=command)
+
+
+#: the one-sided confidence at which a spread estimated from a profile's runs is allowed for:
+#: a profile of few runs may have seen the machine in a quiet week
+CONFIDENCE = 0.80
+
+
+def uncertainty(freedom: float | None) -> float:
+    """What a spread estimated with ``freedom`` degrees of freedom is multiplied by to be an
+    upper bound at :data:`CONFIDENCE` (the chi-square bound of a standard deviation, by the
+    Wilson-Hilferty approximation): 1.16 for 19, 1.12 for 39; none for a default."""
+    if freedom is None:
+        return 1.0
+    k = max(freedom, 1.0)
+    z_low = NormalDist().inv_cdf(1 - CONFIDENCE)
+    quantile = k * (1 - 2 / (9 * k) + z_low * math.sqrt(2 / (9 * k))) ** 3
+    return math.sqrt(k / max(quantile, 1e-3))
+
+
+def term(profile: NoiseProfile, calibrated: bool) -> float:
+    """The between-run spread a verdict allows for: the profile's (after calibration, or as
+    measured), widened for the runs it rests on (:func:`uncertainty`)."""
+    spread = profile.between
+    if calibrated and profile.between_calibrated is not None:
+        spread = profile.between_calibrated
+    if profile.source == DEFAULT:
+        return spread
+    freedom = profile.freedom
+    if freedom is None and profile.runs:  # version 1: its runs, summed over its benchmarks
+        freedom = max(profile.runs / max(profile.benchmarks, 1) - 1, 1.0)
+    return spread * uncertainty(freedom)  # none known (a profile written by hand): as given
+
+
 def calibrates(profile: NoiseProfile, baseline: int, current: int) -> bool:
-    """Whether dividing by the calibration's drift lowers a verdict's variance, with this many
-    samples a side: the residual between runs it leaves and its own estimate's error, against
-    the spread between runs as measured."""
+    """Whether dividing each sample by its calibration lowers a verdict's variance, with this
+    many samples a side: the residual between runs it leaves and the samples' spread over their
+    calibrations, against the spread between runs and the samples' as measured."""
     if profile.between_calibrated is None or profile.calibration_within is None:
         return False
-    estimate = MEDIAN_VARIANCE * profile.calibration_within**2 * (1 / baseline + 1 / current)
-    return 2 * profile.between_calibrated**2 + estimate < 2 * profile.between**2
+    samples = MEDIAN_VARIANCE * (1 / baseline + 1 / current)
+    residual = profile.residual_within
+    if residual is None:  # not recorded: as if the two moved independently within a run
+        residual = math.hypot(profile.within, profile.calibration_within)
+    calibrated, measured = term(profile, calibrated=True), term(profile, calibrated=False)
+    return 2 * calibrated**2 + samples * residual**2 < 2 * measured**2 + samples * profile.within**2
 
 
 #: the share of baselines a verdict's bounds hold for: a stored baseline's level is one draw

@@ -32,6 +32,7 @@ from ..model import (
     NoisyCalibration,
     Reason,
     Result,
+    Sample,
     SoftwareChanged,
     Spread,
     UnequalPairs,
@@ -39,7 +40,9 @@ from ..model import (
     Unvouched,
     Verdict,
 )
+from ..model.conditions import TwoSpeeds, Unprofiled
 from ..model.config import calibration_unit
+from ..model.noise import WIDEST
 from . import noise, stats
 from .policy import GateSettings
 
@@ -56,16 +59,19 @@ def compare_throughput(
     *,
     items: tuple[int, int] = (1, 1),
     runs: noise.RunNoise = noise.NO_RUN_NOISE,
+    calibrated: tuple[Sequence[float], Sequence[float]] | None = None,
 ) -> Comparison:
     """Compare step times at ``look``'s shares of the error rates, the current ones divided by
-    ``machine_factor`` first, allowing beside the samples' own noise for what moves a whole run
-    (``runs``), which the samples cannot show (``gate.noise``). ``items``:
-    items per step (baseline, current), for reporting rates in items per second. An
-    ``inconclusive`` verdict at a look that is not the last means "not decided yet"."""
+    ``machine_factor`` first (or, given ``calibrated``, the two sides' times each sample divided
+    by its own calibration's, with ``machine_factor`` the drift reported), allowing beside the
+    samples' own noise for what moves a whole run (``runs``), which the samples cannot show
+    (``gate.noise``). ``items``: items per step (baseline, current), for reporting rates in
+    items per second. An ``inconclusive`` verdict at a look that is not the last means "not
+    decided yet"."""
     threshold = settings.throughput_threshold
-    adjusted = [t / machine_factor for t in current]
-    shift = stats.compare(baseline, adjusted, look.alpha, look.beta)
-    upper = stats.compare(baseline, adjusted, look.alpha, look.alpha).high
+    before, adjusted = calibrated or (baseline, [t / machine_factor for t in current])
+    shift = stats.compare(before, adjusted, look.alpha, look.beta)
+    upper = stats.compare(before, adjusted, look.alpha, look.alpha).high
     bounds = noise.widen(
         math.log(shift.ratio),
         (_log(shift.low), _log(shift.high), _log(upper)),
@@ -76,11 +82,10 @@ def compare_throughput(
     allowed = -math.log(1 - threshold) if threshold < 1 else math.inf
     if shift.p_slower <= look.alpha and bounds.low > 0 and bounds.shift > allowed:
         verdict = Verdict.REGRESSED
-    elif (
-        shift.p_faster <= look.alpha
-        and bounds.high_alpha < 0
-        and math.exp(-bounds.shift) - 1 > threshold
-    ):
+    elif shift.p_faster <= look.alpha and bounds.high_alpha < -math.log(1 + threshold):
+        # the gain beyond the threshold with every term at the false-alarm level: a false
+        # improved is as wrong as a false ok (a baseline recorded in a slow spell, a
+        # benchmark whose runs come at two speeds)
         verdict = Verdict.IMPROVED
     elif bounds.high <= allowed:
         verdict = Verdict.OK
@@ -138,7 +143,8 @@ def compare_runs(
     spreads = [noise.spread(side) for side in (baseline, current) if len(side) > 2]
     within = max([profile.within, *spreads])
     sampled = noise.MEDIAN_VARIANCE * within**2 * (1 / len(baseline) + 1 / len(current))
-    runs = noise.RunNoise(profile.between, math.hypot(profile.between, math.sqrt(sampled)))
+    between = noise.term(profile, calibrated=False)
+    runs = noise.RunNoise(between, math.hypot(between, math.sqrt(sampled)))
     bounds = noise.widen(shift, (shift, shift, shift), runs, alpha, beta)
     low, high, high_alpha = bounds.low, bounds.high, bounds.high_alpha
     allowed = -math.log(1 - threshold) if threshold < 1 else math.inf
@@ -304,6 +310,32 @@ def drift_variance(drift: MachineDrift) -> float:
     return math.inf if half is None else (half / noise.DRIFT_Z) ** 2
 
 
+def per_sample(
+    baseline: Measurement,
+    measurement: Measurement,
+    flags: Sequence[bool],
+    drift: float,
+    power: int = 1,
+) -> tuple[list[float], list[float]]:
+    """Both sides' step times, each divided by its own sample's calibration time (to ``power``),
+    on the scale of the baseline's: a sample's calibration and steps share the machine's speed
+    of that moment, which one ratio for the whole run cannot follow (within a run they moved
+    together by a correlation of about 0.5 on the project's machines). A sample something else
+    disturbed (``flags``), or one without a calibration, is divided by the run's undisturbed
+    drift (``drift``) instead: its calibration measured the disturbance."""
+    steady_base = steady(baseline)
+    reference = stats.median(steady_base.calibrations)
+    base_flags = disturbed(baseline)
+
+    def scaled(sample: Sample, flag: bool, fallback: float) -> float:
+        own = sample.calibration_s if sample.calibration_s and not flag else fallback
+        return sample.step_time_s * (reference / own) ** power
+
+    base = [scaled(s, f, reference) for s, f in zip(baseline.samples, base_flags, strict=True)]
+    now = [scaled(s, f, reference * drift) for s, f in zip(measurement.samples, flags, strict=True)]
+    return base, now
+
+
 def judge_throughput(
     measurement: Measurement,
     baseline: Measurement,
@@ -333,26 +365,41 @@ def judge_throughput(
         and not software_changed
         and noise.calibrates(profile, *sizes)
     )
-    factor, runs = 1.0, noise.RunNoise(profile.between, profile.between)
-    if calibrate:
-        assert drift is not None
-        assert profile.between_calibrated is not None
-        factor = drift.ratio
-        spread = profile.between_calibrated
-        runs = noise.RunNoise(spread, math.hypot(spread, math.sqrt(drift_variance(drift))))
+    between = noise.term(profile, calibrated=calibrate)
+    runs = noise.RunNoise(between, between)
+    factor = drift.ratio if calibrate and drift is not None else 1.0
     items = (baseline.items_per_step, measurement.items_per_step)
+    everything = tuple(range(len(measurement.samples)))
 
     def compared(
-        step_times: Sequence[float] = measurement.step_times,
+        kept: Sequence[int] = everything,
         moved: noise.RunNoise = runs,
-        machine: float = factor,
+        power: int = 1 if calibrate else 0,
     ) -> Comparison:
+        """The comparison on the samples ``kept``, each divided by its calibration's time to
+        the ``power`` (0: as measured; 2: twice the drift)."""
+        times = [measurement.step_times[i] for i in kept]
+        sides = None
+        if power and drift is not None:
+            base, now = per_sample(baseline, measurement, flags, drift.ratio, power)
+            sides = (base, [now[i] for i in kept])
         return compare_throughput(
-            baseline.step_times, step_times, settings, look, machine, items=items, runs=moved
+            baseline.step_times,
+            times,
+            settings,
+            look,
+            factor**power,
+            items=items,
+            runs=moved,
+            calibrated=sides,
         )
 
     comparison = compared()
     verdict = comparison.verdict
+    if profile.source == WIDEST:
+        reasons.append(Unprofiled(between, calibrate, profile.benchmarks))
+    if profile.modes > 1 and profile.mode_gap is not None:
+        reasons.append(TwoSpeeds(profile.mode_gap, profile.fast_runs, profile.runs, between))
     if drift is not None and abs(drift.ratio - 1) >= 0.02:
         reasons.append(dataclasses.replace(drift, allowed=calibrate))
     if software_changed and drift is not None:
@@ -369,8 +416,7 @@ def judge_throughput(
         assert covered is not None
         # how much of a drift the profile never saw reaches the benchmark is unknown: a
         # verdict stands only where none, all and twice of it agree
-        factors = (1.0, drift.ratio, drift.ratio**2)
-        agreed = {compared(machine=f).verdict for f in factors} == {verdict}
+        agreed = {compared(power=p).verdict for p in (0, 1, 2)} == {verdict}
         veto = None if agreed else DriftUncovered(drift.ratio, covered, profile.source)
     if veto is None and half is not None and half > settings.throughput_threshold:
         # its own noise as large as the threshold: it cannot tell the code's change from the
@@ -381,7 +427,7 @@ def judge_throughput(
         if isinstance(veto, DriftUncovered):  # it words the drift itself
             reasons = [r for r in reasons if not isinstance(r, MachineDrift)]
         reasons.append(veto)
-    quiet = [t for t, flag in zip(measurement.step_times, flags, strict=True) if not flag]
+    quiet = [i for i, flag in enumerate(flags) if not flag]
     count, total = sum(flags), len(flags)
     if verdict in (Verdict.REGRESSED, Verdict.OK) and count:
         # disturbed samples were slowed by the machine: only the quiet ones can show the
@@ -407,15 +453,14 @@ def judge_throughput(
     if verdict is Verdict.INCONCLUSIVE and veto is None:
         alone = compared(moved=noise.NO_RUN_NOISE)  # the samples' own bounds
         if alone.verdict is Verdict.OK and comparison.verdict is not Verdict.OK:
-            calibrated = profile.between_calibrated if calibrate else None
             reasons.append(
                 Unvouched(
                     high=comparison.high if comparison.high is not None else 1.0,
                     threshold=settings.throughput_threshold,
                     samples=alone.high if alone.high is not None else 1.0,
-                    drift=math.sqrt(drift_variance(drift)) if calibrate and drift else None,
-                    between=calibrated if calibrated is not None else profile.between,
-                    profile=profile.describe(calibrated=calibrate),
+                    drift=None,  # each sample's own calibration: in the samples' part
+                    between=between,
+                    profile=profile.describe(calibrated=calibrate, term=between),
                     recorded=profile.source != "default",
                     cpu=not device.startswith("cuda"),
                 )
@@ -442,7 +487,7 @@ def _within_reach(
     alpha = runs.fixed() + math.hypot(own_low * narrow, runs.at(look.alpha))
     ok = shift - own_low + beta <= allowed
     regressed = shift + own_high > max(allowed, alpha)
-    improved = shift - own_low < -max(gained, alpha)
+    improved = shift - own_low + alpha < -gained
     return ok or regressed or improved
 
 

@@ -175,6 +175,55 @@ class Unvouched(Because):
 
 
 @dataclass(frozen=True)
+class Unprofiled(Because):
+    """The kind of machine's noise profile never recorded this benchmark: its verdict allows
+    for the widest spread of the benchmarks it did record."""
+
+    kind = "unprofiled"
+    #: the spread allowed for (log), its uncertainty included
+    between: NonNegative
+    #: whether it is the spread after dividing by the calibration's
+    calibrated: bool
+    #: the benchmarks the profile recorded
+    benchmarks: Count
+
+    def __str__(self) -> str:
+        after = " after calibration" if self.calibrated else " as measured"
+        return (
+            "no noise profile for this benchmark: the kind's widest spread assumed (runs "
+            f"differ by {units.percent(self.between)}{after}, the widest of "
+            f"{plural(self.benchmarks, 'benchmark')} recorded); `cnnperf noise -- PYTEST_ARGS` "
+            "with arguments that select this test records its own"
+        )
+
+
+@dataclass(frozen=True)
+class TwoSpeeds(Because):
+    """The benchmark's recorded runs came at two speeds far apart: its verdict allows for the
+    spread across them, as a run in either may meet a baseline in the other."""
+
+    kind = "two-speeds"
+    #: how far apart the two speeds' centres are (log)
+    gap: NonNegative
+    #: its recorded runs in the faster speed
+    fast: Count
+    #: all its recorded runs
+    runs: Count
+    #: the spread allowed for (log), its uncertainty included
+    between: NonNegative
+
+    def __str__(self) -> str:
+        return (
+            f"this benchmark runs at two speeds {units.percent(math.exp(self.gap) - 1)} apart "
+            f"on this kind of machine ({self.fast} of {self.runs} runs of its noise profile "
+            f"the faster), so its verdicts allow for a run in either: runs differ by "
+            f"{units.percent(self.between)}; find what sets its speed, or gate it against the "
+            "base revision in the same job (--cnnperf-against=REV), whose samples meet the same "
+            "speeds"
+        )
+
+
+@dataclass(frozen=True)
 class NoisyCalibration(Because):
     """The calibration's own noise was as large as the threshold: it could not tell the
     benchmark's change from the machine's, so no change could be shown."""

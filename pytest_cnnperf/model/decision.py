@@ -20,7 +20,9 @@ from .conditions import (
     Remark,
     SamplingChanged,
     SoftwareChanged,
+    TwoSpeeds,
     UnequalPairs,
+    Unprofiled,
     UntrustworthyGpu,
     Unvouched,
 )
@@ -52,6 +54,8 @@ Reason = (
     | MachineDrift
     | DriftUncovered
     | Unvouched
+    | Unprofiled
+    | TwoSpeeds
     | NoisyCalibration
     | CalibrationChanged
     | SoftwareChanged

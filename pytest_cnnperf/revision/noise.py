@@ -2,18 +2,23 @@
 
 Runs the selected benchmarks again and again, each run a fresh ``pytest --cnnperf
 --cnnperf-save`` process into a folder of its own (the project's baselines are not touched),
-keeps every sample's step and calibration time in the order taken, fits a noise profile
-(``gate.noise.fit``) and writes it beside the kind of machine's baselines, where stored-baseline
-verdicts on that kind read it. The raw runs can be kept in a file and added to later: a profile
-recorded over several days and machine states is worth more than one recorded in an hour.
+summarises every run of every benchmark (its level and spreads, with the instance it ran on),
+fits each benchmark's profile from its runs and the kind's widest (``gate.noise``), and writes
+them beside the kind of machine's baselines, where stored-baseline verdicts on that kind read
+them. Runs are added to the profile already there, from whichever instance of the kind they ran
+on: a profile recorded over several instances, days and machine states is worth more than one
+recorded in an hour. ``--record`` also keeps every sample (what ``scripts/gate-simulation``
+replays).
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import shlex
+import socket
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -21,15 +26,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..gate.noise import Run, fit
+from ..gate.noise import Run, benchmark_name, fit_runs, summarise, term, widest
 from ..model import NoiseProfile, Result, units
+from ..model.noise import BenchmarkNoise, NoiseRun
 from ..store import noise as noise_file
 from .pytest_run import results_of, run_to_the_end, why
 
 #: what a recording file says it holds (the format ``scripts/gate-simulation`` reads)
 WHAT = (
     "per-sample step times, calibration times and denied CPU of pytest --cnnperf --cnnperf-save "
-    "runs, each a fresh pytest process with fresh sample processes, in the order they ran"
+    "runs, each a fresh pytest process with fresh sample processes, in the order they ran, "
+    "with the instance each ran on"
 )
 
 
@@ -39,12 +46,28 @@ class NoiseProblem(Exception):
 
 @dataclass(frozen=True)
 class Recorded:
-    """What a recording gave: the profile, where it was written, its machine and its runs."""
+    """What a recording gave: the kind's profile, where it was written, its machine, each
+    benchmark's profile and runs, and this recording's runs' samples by benchmark."""
 
     profile: NoiseProfile
     machine: str
     path: Path
     runs: dict[str, list[dict[str, Any]]]
+    benchmarks: tuple[tuple[str, BenchmarkNoise], ...] = ()
+    #: the instance this recording ran on, and the runs the profile held before it
+    instance: str = ""
+    earlier: int = 0
+
+
+def instance_name() -> str:
+    """This machine instance: its host name and boot id (a fresh instance boots afresh; two
+    instances may share a host name), or the host name alone where there is no boot id."""
+    host = socket.gethostname() or "host"
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
+    except OSError:
+        return host
+    return f"{host}/{boot[:8]}"
 
 
 def _now() -> str:
@@ -66,10 +89,11 @@ def one_run(pytest_args: Sequence[str], cwd: Path) -> tuple[Result, ...]:
         return results
 
 
-def _entry(result: Result) -> dict[str, Any]:
+def _entry(result: Result, instance: str) -> dict[str, Any]:
     samples = result.measured.samples
     return {
         "started": result.recorded or _now(),
+        "instance": instance,
         "step_time_s": [s.step_time_s for s in samples],
         "calibration_s": [s.calibration_s for s in samples],
         "cpu_contention": [s.cpu_contention for s in samples],
@@ -91,13 +115,23 @@ def load_recording(path: Path) -> dict[str, list[dict[str, Any]]]:
         ) from None
 
 
-def profile_of(runs: dict[str, list[dict[str, Any]]], command: str) -> NoiseProfile:
-    """The profile fitted from recorded runs, by benchmark."""
-    series = [
-        [Run(r["step_time_s"], r.get("calibration_s") or []) for r in benchmark]
-        for benchmark in runs.values()
-    ]
-    return fit(series, recorded=_now(), command=command)
+def _run(entry: dict[str, Any]) -> NoiseRun:
+    """A kept run's summary (a recording of before instances were kept: instance ``""``)."""
+    samples = Run(entry["step_time_s"], entry.get("calibration_s") or [])
+    return summarise(samples, str(entry.get("instance", "")), entry.get("started"))
+
+
+def profiles_of(
+    runs: dict[str, list[NoiseRun]], command: str
+) -> tuple[NoiseProfile, tuple[tuple[str, BenchmarkNoise], ...]]:
+    """Each benchmark's profile fitted from its runs, and the kind's widest."""
+    when = _now()
+    fitted = tuple(
+        (name, BenchmarkNoise(fit_runs(series, recorded=when, command=command), tuple(series)))
+        for name, series in sorted(runs.items())
+    )
+    kind = widest([b.profile for _, b in fitted], recorded=when, command=command)
+    return kind, fitted
 
 
 def record(
@@ -108,12 +142,17 @@ def record(
     progress: Callable[[int, tuple[Result, ...]], None] = lambda i, results: None,
     cwd: Path | None = None,
     run: Callable[[Sequence[str], Path], tuple[Result, ...]] = one_run,
+    instance: str | None = None,
+    replace: bool = False,
 ) -> Recorded:
-    """Record ``runs`` runs of the benchmarks ``pytest_args`` select (added to those ``keep``
-    holds), fit the profile and write it under ``baselines`` for the machine they ran on.
-    ``run`` takes one run (a pytest process of its own)."""
+    """Record ``runs`` runs of the benchmarks ``pytest_args`` select on this ``instance``, add
+    them to the runs the profile under ``baselines`` holds (``replace``: start a new one), fit
+    every benchmark's profile and write them for the machine they ran on. ``keep``: a file that
+    keeps every sample, added to. ``run`` takes one run (a pytest process of its own)."""
     cwd = cwd or Path.cwd()
-    recorded = load_recording(keep) if keep is not None else {}
+    instance = instance or instance_name()
+    kept = load_recording(keep) if keep is not None else {}
+    new: dict[str, list[dict[str, Any]]] = {}
     machine = None
     environment = None
     for i in range(runs):
@@ -127,38 +166,84 @@ def record(
                     f"{result.environment.machine}); record each kind on its own"
                 )
             machine, environment = result.environment.machine, result.environment
-            recorded.setdefault(f"{result.test} [{result.key}]", []).append(_entry(result))
+            name = benchmark_name(result.module, result.test, result.key)
+            new.setdefault(name, []).append(_entry(result, instance))
     assert machine is not None
     assert environment is not None
+    earlier = _earlier(baselines, machine, kept, replace)
+    series = {name: list(old) for name, old in earlier.items()}
+    for name, entries in new.items():
+        series.setdefault(name, []).extend(_run(e) for e in entries)
     command = "cnnperf noise " + shlex.join([f"--runs={runs}", "--", *pytest_args])
-    profile = profile_of(recorded, command)
-    path = noise_file.write(baselines, machine, profile)
+    try:
+        profile, benchmarks = profiles_of(series, command)
+    except ValueError as exc:
+        raise NoiseProblem(
+            f"{exc}; record more runs (--runs 3 or more) of every benchmark it selects"
+        ) from None
+    path = noise_file.write(baselines, machine, profile, benchmarks)
     if keep is not None:
         from ..store.codec import dump
 
+        for name, entries in new.items():
+            kept.setdefault(name, []).extend(entries)
         document = {
             "what": WHAT,
             "recorded": _now(),
             "command": command,
             "environment": dump(environment),
-            "benchmarks": {name: {"runs": series} for name, series in recorded.items()},
+            "benchmarks": {name: {"runs": entries} for name, entries in kept.items()},
         }
         keep.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
-    return Recorded(profile, machine, path, recorded)
+    held = sum(map(len, earlier.values()))
+    return Recorded(profile, machine, path, new, benchmarks, instance, held)
+
+
+def _earlier(
+    baselines: Path, machine: str, kept: dict[str, list[dict[str, Any]]], replace: bool
+) -> dict[str, list[NoiseRun]]:
+    """The runs a recording adds to: those of the profile beside the baselines, or, where it
+    keeps none (version 1), those of the recording file; none with ``replace``."""
+    if replace:
+        return {}
+    try:
+        document = noise_file.read_file(baselines, machine)
+    except noise_file.NoiseProfileError as exc:
+        raise NoiseProblem(f"{exc}; or give --replace to record a new one over it") from None
+    held = {name: list(b.runs) for name, b in document.benchmarks if b.runs} if document else {}
+    if held:
+        return held
+    return {name: [_run(e) for e in entries] for name, entries in kept.items()}
 
 
 def lines(found: Recorded) -> list[str]:
-    """What the command prints once the profile is written."""
+    """What the command prints once the profile is written: a line a benchmark, the spread its
+    verdicts allow for, and the kind's widest, which a benchmark it never saw is given."""
     p = found.profile
+    added = f"added to the {found.earlier} runs it held" if found.earlier else "a new profile"
     out = [
-        f"{found.machine}: {p.runs} runs of {p.benchmarks} benchmarks",
-        f"  a run's samples spread by {units.percent(p.within)} (the median over runs)",
-        f"  a run's level moves by {units.percent(p.between)} from run to run, as measured",
+        f"{found.machine}: {sum(map(len, found.runs.values()))} runs recorded on instance "
+        f"{found.instance}, {added}"
     ]
-    if p.between_calibrated is not None and p.drift_covered is not None:
-        out.append(
-            f"  and by {units.percent(p.between_calibrated)} after dividing by the calibration "
-            f"workload's (which drifted by up to {units.percent(p.drift_covered)} between runs)"
-        )
+    for name, benchmark in found.benchmarks:
+        out.append(f"  {name}: {describe_benchmark(benchmark.profile)}")
+    out.append(
+        f"  a benchmark it never saw: {describe_benchmark(p)} (the widest of the {p.benchmarks})"
+    )
     out.append(f"wrote {found.path}; commit it beside the baselines")
     return out
+
+
+def describe_benchmark(p: NoiseProfile) -> str:
+    """``runs differ by 8.3% as measured, 2.1% after calibration, over 20 runs on 1 instance``:
+    the terms a verdict allows for, their uncertainty included."""
+    said = f"runs differ by {units.percent(term(p, calibrated=False))} as measured"
+    if p.between_calibrated is not None:
+        said += f", {units.percent(term(p, calibrated=True))} after calibration"
+    said += f", over {p.runs} runs on {p.instances} instance{'' if p.instances == 1 else 's'}"
+    if p.modes > 1 and p.mode_gap is not None:
+        said += (
+            f"; two speeds {units.percent(math.exp(p.mode_gap) - 1)} apart ({p.fast_runs} of "
+            f"{p.runs} runs the faster)"
+        )
+    return said

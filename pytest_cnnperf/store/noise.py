@@ -1,18 +1,32 @@
 """A kind of machine's noise profile on disk: ``<baselines>/<machine>/noise-profile.json``,
-beside its baselines (a name no test module can have), written by ``cnnperf noise``."""
+beside its baselines (a name no test module can have), written by ``cnnperf noise``: per
+benchmark, with the runs each was fitted from. Version 1 held one profile for all benchmarks;
+it still reads, as the kind's widest spread, which every benchmark is then given."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
-from ..model import NoiseProfile, NoiseProfileFile
+from ..model.noise import WIDEST, BenchmarkNoise, NoiseProfile, NoiseProfileFile
 from .baseline import BaselineFileError, _write_atomically
-from .codec import DataError, Document
+from .codec import DataError, Document, load
 from .locations import safe_name
 
+
+def _read_v1(data: dict[str, Any], path: str) -> NoiseProfileFile:
+    """Version 1: one profile, the largest spreads of the benchmarks it was recorded from,
+    without them or their runs: the kind's widest spread, for every benchmark."""
+    document = load(NoiseProfileFile, data, path)
+    return dataclasses.replace(
+        document, profile=dataclasses.replace(document.profile, source=WIDEST)
+    )
+
+
 NOISE: Document[NoiseProfileFile] = Document(
-    "pytest-cnnperf/noise-profile", 1, NoiseProfileFile, "noise profile"
+    "pytest-cnnperf/noise-profile", 2, NoiseProfileFile, "noise profile", older={1: _read_v1}
 )
 FILE_NAME = "noise-profile.json"
 
@@ -32,9 +46,21 @@ def path(root: Path, machine: str) -> Path:
     return root / safe_name(machine) / FILE_NAME
 
 
-def read(root: Path, machine: str) -> NoiseProfile | None:
-    """The noise profile of ``machine`` under the baselines folder ``root`` (``None``: none was
-    recorded); ``NoiseProfileError`` says what is wrong with a file that cannot be used."""
+def read(root: Path, machine: str, benchmark: str | None = None) -> NoiseProfile | None:
+    """The noise profile of ``benchmark`` (by its :func:`~pytest_cnnperf.gate.noise.name`) on
+    ``machine`` under the baselines folder ``root``: its own where the profile recorded it,
+    else the kind's widest (``source`` ``widest``; also without ``benchmark``); ``None``: no
+    profile was recorded."""
+    document = read_file(root, machine)
+    if document is None:
+        return None
+    own = document.benchmark(benchmark) if benchmark is not None else None
+    return own.profile if own is not None else document.profile
+
+
+def read_file(root: Path, machine: str) -> NoiseProfileFile | None:
+    """The noise profile file of ``machine`` under the baselines folder ``root`` (``None``: none
+    was recorded); ``NoiseProfileError`` says what is wrong with a file that cannot be used."""
     where = path(root, machine)
     try:
         text = where.read_text(encoding="utf-8")
@@ -61,13 +87,19 @@ def read(root: Path, machine: str) -> NoiseProfile | None:
         raise NoiseProfileError(
             where, f"it is the profile of machine {document.machine!r}, not {machine!r}"
         )
-    return document.profile
+    return document
 
 
-def write(root: Path, machine: str, profile: NoiseProfile) -> Path:
-    """Write ``machine``'s noise profile atomically; returns where."""
+def write(
+    root: Path,
+    machine: str,
+    profile: NoiseProfile,
+    benchmarks: tuple[tuple[str, BenchmarkNoise], ...] = (),
+) -> Path:
+    """Write ``machine``'s noise profile (the kind's, and each benchmark's with its runs)
+    beside its baselines, atomically; returns where."""
     where = path(root, machine)
     where.parent.mkdir(parents=True, exist_ok=True)
-    data = NOISE.dump(NoiseProfileFile(machine, profile))
+    data = NOISE.dump(NoiseProfileFile(machine, profile, benchmarks))
     _write_atomically(where, json.dumps(data, indent=2, sort_keys=True) + "\n")
     return where
