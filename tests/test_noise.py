@@ -364,3 +364,28 @@ def test_a_profile_of_the_first_form_still_reads_as_the_kinds_widest(tmp_path: P
     # its uncertainty from its 20 runs a benchmark
     assert noise.term(profile, calibrated=True) == pytest.approx(0.0129 * noise.uncertainty(19))
     assert any(str(r).startswith("no noise profile") for r in gated(1.0, profile).reasons)
+
+
+def test_a_benchmark_with_too_few_runs_is_named_with_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(recording.NoiseProblem) as caught:
+        recording.record(["t.py"], 2, tmp_path, run=fake_runs([0, 0.05]), instance="vm/aaaa")
+    assert str(caught.value) == (
+        "test_m::test_m [train_step m bs=8 64x64] has 2 usable runs, and a noise profile needs "
+        "at least 3 of each benchmark, with 2 samples or more each; record more runs of it "
+        "(--runs 3 or more)"
+    )
+
+
+def test_a_profile_that_cannot_be_added_to_says_how_to_start_a_new_one(tmp_path: Path) -> None:
+    where = tmp_path / ENV.machine / "noise-profile.json"
+    where.parent.mkdir()
+    where.write_text("{")
+    with pytest.raises(recording.NoiseProblem) as caught:
+        recording.record(["t.py"], 3, tmp_path, run=fake_runs([0, 0.05, 0.1]), instance="vm/a")
+    message = str(caught.value)
+    assert message.startswith(f"noise profile {where} cannot be used: it is not valid JSON (")
+    assert message.endswith("; or give --replace to record a new one over it")
+    replaced = recording.record(
+        ["t.py"], 3, tmp_path, run=fake_runs([0, 0.05, 0.1]), instance="vm/a", replace=True
+    )
+    assert replaced.profile.runs == 3

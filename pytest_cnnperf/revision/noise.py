@@ -126,12 +126,20 @@ def profiles_of(
 ) -> tuple[NoiseProfile, tuple[tuple[str, BenchmarkNoise], ...]]:
     """Each benchmark's profile fitted from its runs, and the kind's widest."""
     when = _now()
-    fitted = tuple(
-        (name, BenchmarkNoise(fit_runs(series, recorded=when, command=command), tuple(series)))
-        for name, series in sorted(runs.items())
-    )
+    fitted = []
+    for name, series in sorted(runs.items()):
+        try:
+            profile = fit_runs(series, recorded=when, command=command)
+        except ValueError:
+            usable = sum(1 for r in series if r.samples >= 2)
+            raise NoiseProblem(
+                f"{name} has {usable} usable run{'' if usable == 1 else 's'}, and a noise profile "
+                "needs at least 3 of each benchmark, with 2 samples or more each; record more "
+                "runs of it (--runs 3 or more)"
+            ) from None
+        fitted.append((name, BenchmarkNoise(profile, tuple(series))))
     kind = widest([b.profile for _, b in fitted], recorded=when, command=command)
-    return kind, fitted
+    return kind, tuple(fitted)
 
 
 def record(
@@ -175,12 +183,7 @@ def record(
     for name, entries in new.items():
         series.setdefault(name, []).extend(_run(e) for e in entries)
     command = "cnnperf noise " + shlex.join([f"--runs={runs}", "--", *pytest_args])
-    try:
-        profile, benchmarks = profiles_of(series, command)
-    except ValueError as exc:
-        raise NoiseProblem(
-            f"{exc}; record more runs (--runs 3 or more) of every benchmark it selects"
-        ) from None
+    profile, benchmarks = profiles_of(series, command)
     path = noise_file.write(baselines, machine, profile, benchmarks)
     if keep is not None:
         from ..store.codec import dump
