@@ -371,9 +371,35 @@ def test_a_benchmark_with_too_few_runs_is_named_with_the_fix(tmp_path: Path) -> 
         recording.record(["t.py"], 2, tmp_path, run=fake_runs([0, 0.05]), instance="vm/aaaa")
     assert str(caught.value) == (
         "test_m::test_m [train_step m bs=8 64x64] has 2 usable runs, and a noise profile needs "
-        "at least 3 of each benchmark, with 2 samples or more each; record more runs of it "
+        "at least 3 of a benchmark, with 2 samples or more each; record more runs of it "
         "(--runs 3 or more)"
     )
+
+
+def test_a_benchmark_with_too_few_runs_yet_is_kept_until_it_has_enough(tmp_path: Path) -> None:
+    """Beside a benchmark with a profile, another recorded twice: its runs are kept, it gets the
+    kind's widest meanwhile, and a third run gives it its own."""
+    recording.record(["t.py"], 3, tmp_path, run=fake_runs([0, 0.05, 0.1]), instance="vm/a")
+    other = "tests/test_m.py::test_other"
+
+    def second(levels: Sequence[float]) -> Callable[[Sequence[str], Path], tuple[Result, ...]]:
+        runs = fake_runs(levels)
+        return lambda args, cwd: tuple(
+            dataclasses.replace(r, test_id=other) for r in runs(args, cwd)
+        )
+
+    two = recording.record(["t.py"], 2, tmp_path, run=second([0, 0.2]), instance="vm/a")
+    name = "test_m::test_other [train_step m bs=8 64x64]"
+    assert f"  {name}: 2 runs, 3 needed for its own spread: the kind's widest until then" in (
+        recording.lines(two)
+    )
+    widest = noise_file.read(tmp_path, ENV.machine, name)
+    assert widest is not None
+    assert widest.source == "widest"
+    recording.record(["t.py"], 1, tmp_path, run=second([0.1]), instance="vm/b")
+    own = noise_file.read(tmp_path, ENV.machine, name)
+    assert own is not None
+    assert (own.source, own.runs, own.instances) == ("recorded", 3, 2)
 
 
 def test_a_profile_that_cannot_be_added_to_says_how_to_start_a_new_one(tmp_path: Path) -> None:

@@ -114,7 +114,8 @@ class NoiseRun:
 class BenchmarkNoise:
     """One benchmark's profile and the runs it was fitted from."""
 
-    profile: NoiseProfile
+    #: ``None``: too few runs yet for one (3); the kind's widest stands for it until then
+    profile: NoiseProfile | None
     runs: tuple[NoiseRun, ...] = ()
 
 

@@ -126,20 +126,23 @@ def profiles_of(
 ) -> tuple[NoiseProfile, tuple[tuple[str, BenchmarkNoise], ...]]:
     """Each benchmark's profile fitted from its runs, and the kind's widest."""
     when = _now()
-    fitted = []
+    fitted: list[tuple[str, BenchmarkNoise]] = []
     for name, series in sorted(runs.items()):
         try:
-            profile = fit_runs(series, recorded=when, command=command)
-        except ValueError:
-            usable = sum(1 for r in series if r.samples >= 2)
-            raise NoiseProblem(
-                f"{name} has {usable} usable run{'' if usable == 1 else 's'}, and a noise profile "
-                "needs at least 3 of each benchmark, with 2 samples or more each; record more "
-                "runs of it (--runs 3 or more)"
-            ) from None
+            profile: NoiseProfile | None = fit_runs(series, recorded=when, command=command)
+        except ValueError:  # too few runs yet: kept, to be fitted once there are enough
+            profile = None
         fitted.append((name, BenchmarkNoise(profile, tuple(series))))
-    kind = widest([b.profile for _, b in fitted], recorded=when, command=command)
-    return kind, tuple(fitted)
+    profiles = [b.profile for _, b in fitted if b.profile is not None]
+    if not profiles:
+        name, few = min(fitted, key=lambda nb: len(nb[1].runs))
+        usable = sum(1 for r in few.runs if r.samples >= 2)
+        raise NoiseProblem(
+            f"{name} has {usable} usable run{'' if usable == 1 else 's'}, and a noise profile "
+            "needs at least 3 of a benchmark, with 2 samples or more each; record more runs of "
+            "it (--runs 3 or more)"
+        )
+    return widest(profiles, recorded=when, command=command), tuple(fitted)
 
 
 def record(
@@ -183,9 +186,7 @@ def record(
     for name, entries in new.items():
         series.setdefault(name, []).extend(_run(e) for e in entries)
     command = "cnnperf noise " + shlex.join([f"--runs={runs}", "--", *pytest_args])
-    profile, benchmarks = profiles_of(series, command)
-    path = noise_file.write(baselines, machine, profile, benchmarks)
-    if keep is not None:
+    if keep is not None:  # first: the samples are kept even where no profile can be fitted
         from ..store.codec import dump
 
         for name, entries in new.items():
@@ -198,6 +199,8 @@ def record(
             "benchmarks": {name: {"runs": entries} for name, entries in kept.items()},
         }
         keep.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    profile, benchmarks = profiles_of(series, command)
+    path = noise_file.write(baselines, machine, profile, benchmarks)
     held = sum(map(len, earlier.values()))
     return Recorded(profile, machine, path, new, benchmarks, instance, held)
 
@@ -205,18 +208,22 @@ def record(
 def _earlier(
     baselines: Path, machine: str, kept: dict[str, list[dict[str, Any]]], replace: bool
 ) -> dict[str, list[NoiseRun]]:
-    """The runs a recording adds to: those of the profile beside the baselines, or, where it
-    keeps none (version 1), those of the recording file; none with ``replace``."""
+    """The runs a recording adds to: those of the profile beside the baselines, and those of
+    the recording file it lacks (all of them beside a profile of version 1, which kept none);
+    none with ``replace``."""
     if replace:
         return {}
     try:
         document = noise_file.read_file(baselines, machine)
     except noise_file.NoiseProfileError as exc:
         raise NoiseProblem(f"{exc}; or give --replace to record a new one over it") from None
-    held = {name: list(b.runs) for name, b in document.benchmarks if b.runs} if document else {}
-    if held:
-        return held
-    return {name: [_run(e) for e in entries] for name, entries in kept.items()}
+    held = {name: list(b.runs) for name, b in document.benchmarks} if document else {}
+    # and the recording file's runs the profile lacks (a profile of version 1 kept none)
+    for name, entries in kept.items():
+        series = held.setdefault(name, [])
+        known = {(r.instance, r.started) for r in series}
+        series += [run for run in map(_run, entries) if (run.instance, run.started) not in known]
+    return {name: series for name, series in held.items() if series}
 
 
 def lines(found: Recorded) -> list[str]:
@@ -229,7 +236,14 @@ def lines(found: Recorded) -> list[str]:
         f"{found.instance}, {added}"
     ]
     for name, benchmark in found.benchmarks:
-        out.append(f"  {name}: {describe_benchmark(benchmark.profile)}")
+        if benchmark.profile is None:
+            runs = len(benchmark.runs)
+            out.append(
+                f"  {name}: {runs} run{'' if runs == 1 else 's'}, 3 needed for its own spread: "
+                "the kind's widest until then"
+            )
+        else:
+            out.append(f"  {name}: {describe_benchmark(benchmark.profile)}")
     out.append(
         f"  a benchmark it never saw: {describe_benchmark(p)} (the widest of the {p.benchmarks})"
     )

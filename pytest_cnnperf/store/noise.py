@@ -55,7 +55,7 @@ def read(root: Path, machine: str, benchmark: str | None = None) -> NoiseProfile
     if document is None:
         return None
     own = document.benchmark(benchmark) if benchmark is not None else None
-    return own.profile if own is not None else document.profile
+    return own.profile if own is not None and own.profile is not None else document.profile
 
 
 def read_file(root: Path, machine: str) -> NoiseProfileFile | None:
