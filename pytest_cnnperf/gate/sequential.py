@@ -361,9 +361,7 @@ class Saving:
         )
 
 
-def course(
-    plan: Plan, find: Callable[[Result], Reference], *, profiled: bool
-) -> Gating | Saving:
+def course(plan: Plan, find: Callable[[Result], Reference], *, profiled: bool) -> Gating | Saving:
     """A benchmark's course under its test's plan: a save, or a gated run against the
     reference ``find`` gives for its first samples."""
     design = plan.sampling.design(plan.gate.policy)

@@ -85,9 +85,12 @@ def launch(
 ) -> Launch | None:
     """The base process's command line, or ``None`` when none of the paths pytest was given
     exists at the revision (every benchmark is then new). ``config``: the head's pytest
-    config; ``passed``: the options it passes on (the head's settings, not the revision's)."""
-    paths = []
-    for arg in config.args:
+    config; ``passed``: the options it passes on (the head's settings, not the revision's).
+    Under ``--pyargs`` the modules are passed as given: Python finds them, at the revision
+    too (the leak check says where from)."""
+    pyargs = bool(getattr(config.option, "pyargs", False))
+    paths = [str(arg) for arg in config.args] if pyargs else []
+    for arg in () if pyargs else config.args:
         part = Path(str(arg).split("::", 1)[0])
         origin = config.invocation_params.dir if _from_command_line(config) else config.rootpath
         mapped = worktree.to_worktree(part if part.is_absolute() else Path(origin) / part)
@@ -107,6 +110,8 @@ def launch(
         command += ["-c", str(inifile)]
     if cudnn:
         command.append(f"--cudnn={cudnn}")
+    if pyargs:
+        command.append("--pyargs")
     command += passed
     if config.pluginmanager.hasplugin("xdist"):
         command += ["-n", "0"]  # one process: the head's worker (or the head) drives it

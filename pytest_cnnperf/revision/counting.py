@@ -3,13 +3,13 @@ again, under Valgrind's callgrind, that collects the same tests and takes the co
 the run asks for (``measuring.instructions``), through its own zygote, as the revision's process
 of ``--cnnperf-against`` takes its samples (``revision.base``).
 
-It is started once per session (per xdist worker), when the first benchmark is counted, so
-Valgrind's start and torch's import, uninstrumented, are paid once. What moves counts is
-pinned: address-space randomisation off (``setarch -R``), Python's hash seed, one torch thread
-(callgrind collects per thread), and the kernels torch, oneDNN, MKL and glibc's maths dispatch
-to (:data:`NO_FMA` or :data:`AVX2`, by the Valgrind it runs under). Valgrind shows the program
-a CPU of its own, never the host's, so under the same pins the libraries pick the same kernels
-on every x86-64 host.
+A session starts one per core (:class:`CountingPool`; one per xdist worker) when the first
+benchmark is counted, so Valgrind's start and torch's import, uninstrumented, are paid once a
+process. What moves counts is pinned: address-space randomisation off (``setarch -R``),
+Python's hash seed, one torch thread (callgrind collects per thread), and the kernels torch,
+oneDNN, MKL and glibc's maths dispatch to (``measuring.instructions.kernels_for``, by the
+Valgrind it runs under). Valgrind shows the program a CPU of its own, never the host's, so
+under the same pins the libraries pick the same kernels on every x86-64 host.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import platform
 import shutil
-import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -37,8 +36,7 @@ from ..measuring.instructions import (
 from ..model import Against, Revision
 from ..sampling.manager import Target
 from ..sampling.messages import ANY_KEY, BenchmarkError, Site, TakenSample
-from .base import BaseProblem, BaseSampler, BaseSide, Launch, _as_started
-from .base import launch as base_launch
+from .base import BaseProblem, BaseSampler, BaseSide, Launch, launch
 from .git import Worktree
 
 if TYPE_CHECKING:
@@ -88,22 +86,6 @@ def environment(folder: Path, version: str, inherited: Mapping[str, str]) -> dic
     }
 
 
-def launch(config: Any, passed: Sequence[str]) -> Launch:
-    """The counting process's pytest command line: this run's tests, as given (``--pyargs``
-    too), with the options the run passes on (its settings)."""
-    command = [sys.executable, *_as_started(), "-p", "no:cacheprovider", "-q"]
-    command += ["--cnnperf", "--cnnperf-device=cpu", f"--rootdir={config.rootpath}"]
-    command += [f"--import-mode={config.option.importmode}"]
-    if config.inipath:
-        command += ["-c", str(config.inipath)]
-    if getattr(config.option, "pyargs", False):
-        command.append("--pyargs")
-    command += passed
-    if config.pluginmanager.hasplugin("xdist"):
-        command += ["-n", "0"]  # one process: the worker (or the head) that counts drives it
-    return Launch((*command, *map(str, config.args)), Path(config.invocation_params.dir))
-
-
 def under_callgrind(how: Launch, folder: Path) -> Launch:
     """``how`` started under callgrind, randomisation off, its environment pinned."""
     command = valgrind()
@@ -139,10 +121,9 @@ class CountingRun:
                 here = Revision("this checkout", "this checkout")
                 tree = Worktree(top, here, top)  # the checkout itself: paths map to themselves
                 against = Against(here, here)
-                how: Launch | None = launch(config, passed)
             else:
                 tree, against = self.revision.worktree, self.revision.against
-                how = base_launch(config, tree, "cpu", None, passed)
+            how = launch(config, tree, "cpu", None, passed)
             if how is None:
                 raise BaseProblem(f"{option}: none of this run's tests exist at {against.base}")
             how = under_callgrind(how, self.folder)
@@ -179,8 +160,9 @@ class CountingPool:
     of a test still to come, so that a session's counts take every core. A count depends on the
     code alone, so one taken ahead stands for the test's when the test makes the same call
     (``Site.key`` tells). The processes run at the lowest priority (nice 19): a count taken
-    ahead waits while a test's own samples are timed. Under pytest-xdist each worker counts its own tests
-    in one process, taking none ahead (which tests a worker runs is decided as it goes)."""
+    ahead waits while a test's own samples are timed. Under pytest-xdist each worker counts
+    its own tests in one process, taking none ahead (which tests a worker runs is decided as
+    it goes)."""
 
     def __init__(
         self,
