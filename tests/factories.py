@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
@@ -92,25 +90,6 @@ def result(
         environment=ENV,
         measurement=Measurement(config.batch_size, samples, config.unit),
     )
-
-
-def rewritten(source: Path, target: Path) -> Path:
-    """A copy at ``target`` of the results or baseline file ``source`` (of any version), read
-    and written again as this version writes it; a results file keeps its ``created``."""
-    from pytest_cnnperf.store import baseline, results_file
-
-    text = source.read_text(encoding="utf-8")
-    data = json.loads(text)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if data.get("schema") == baseline.BASELINE.schema:
-        document = baseline.parse(text, source)
-        module = document.module or baseline.module_of(source, document.machine)
-        stored = dataclasses.replace(document.stored(), module=module)
-        target.write_text(baseline.render(stored), encoding="utf-8")
-    else:
-        written = results_file.RESULTS.dump(results_file.RESULTS.load(data))
-        target.write_text(json.dumps(written, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    return target
 
 
 def record_quiet_noise(baselines: Path, machine: str | None = None) -> None:

@@ -1,5 +1,4 @@
-"""The ``cnnperf`` command on results and baseline files from real runs (tests/data, written
-as version 1 by the earlier version) and on copies of them written as version 2: every
+"""The ``cnnperf`` command on results and baseline files from real runs (tests/data): every
 subcommand, its exit status and its messages. Files that cannot be used exit 2 with one line
 naming the file and the problem, never a traceback."""
 
@@ -12,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from factories import record_quiet_noise, rewritten
+from factories import record_quiet_noise
 from scripted import Scripted
 
 from pytest_cnnperf.cli import main
@@ -31,15 +30,15 @@ def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str
     return status, captured.out, captured.err
 
 
-def version_2(source: Path = SAVE) -> dict[str, Any]:
-    """The data of the results file ``source`` as version 2 writes it (``store.codec``)."""
-    return results_file.RESULTS.dump(results_file.RESULTS.load(json.loads(source.read_text())))
+def data_of(source: Path = SAVE) -> dict[str, Any]:
+    """The JSON data of the results file ``source``."""
+    data: dict[str, Any] = json.loads(source.read_text())
+    return data
 
 
 def edited(tmp_path: Path, name: str, change: Any, source: Path = SAVE) -> Path:
-    """A copy of a results file, written as version 2, with ``change(result)`` applied to each
-    result's data."""
-    data = version_2(source)
+    """A copy of a results file with ``change(result)`` applied to each result's data."""
+    data = data_of(source)
     for result in data["results"]:
         change(result)
     path = tmp_path / name
@@ -229,7 +228,7 @@ def test_compare_decides_with_what_two_unbaselined_runs_hold(
 def test_compare_lists_benchmarks_in_one_run_only(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    data = version_2()
+    data = data_of()
     data["results"] = data["results"][:2]
     fewer = tmp_path / "fewer.json"
     fewer.write_text(json.dumps(data))
@@ -306,8 +305,6 @@ def test_a_threshold_that_switches_the_gate_off_is_a_usage_error(
 # ---- files that cannot be used ----
 
 
-#: the documents with "schema_version": 1 are version-1 files on purpose (read as the earlier
-#: version wrote them); those with 2, as this version writes them
 @pytest.mark.parametrize(
     ("content", "problem"),
     [
@@ -336,6 +333,12 @@ def test_a_threshold_that_switches_the_gate_off_is_a_usage_error(
         ),
         (
             '{"schema": "pytest-cnnperf/results", "schema_version": 1, "created": "x", '
+            '"machine": null, "results": []}',
+            "its schema_version 1 is older than this pytest-cnnperf reads (results schema "
+            "version 2); measure it again with --cnnperf-json=PATH",
+        ),
+        (
+            '{"schema": "pytest-cnnperf/results", "schema_version": 2, "created": "x", '
             '"machine": null, "results": [{"config": {"kind": "train_step", "model": "m", '
             '"batch_size": 8, "image_size": null}, "test_id": 3}]}',
             "it is a malformed results file: file.results[0].test_id: expected str, found int 3",
@@ -347,6 +350,12 @@ def test_a_threshold_that_switches_the_gate_off_is_a_usage_error(
         ),
         (
             '{"schema": "pytest-cnnperf/baseline", "schema_version": 1, "machine": "m", '
+            '"entries": {}}',
+            "its schema_version 1 is older than this pytest-cnnperf reads (schema version 2); "
+            "record its baselines again with --cnnperf-save",
+        ),
+        (
+            '{"schema": "pytest-cnnperf/baseline", "schema_version": 2, "machine": "m", '
             '"entries": {"t": []}}',
             "it is malformed: file.entries['t']: expected an object, found list",
         ),
@@ -357,7 +366,7 @@ def test_a_threshold_that_switches_the_gate_off_is_a_usage_error(
             "it is malformed: file.entries['t']['k'].measurement: expected an object, found list",
         ),
         (
-            '{"schema": "pytest-cnnperf/results", "schema_version": 1, "created": "x", '
+            '{"schema": "pytest-cnnperf/results", "schema_version": 2, "created": "x", '
             '"machine": null, "results": []}',
             "it holds no measured benchmark",
         ),
@@ -448,9 +457,8 @@ def test_modes_of_a_run_in_one_mode_exits_2(capsys: pytest.CaptureFixture[str]) 
 
 
 def amp_run(tmp_path: Path) -> Path:
-    """The saved run, plus the same benchmarks under bf16 at 1.6 times the speed (written as
-    version 2)."""
-    data = version_2()
+    """The saved run, plus the same benchmarks under bf16 at 1.6 times the speed."""
+    data = data_of()
     for result in list(data["results"]):
         fast = json.loads(json.dumps(result))
         fast["config"]["amp"] = "bf16"  # its key and headline are derived when it is read
@@ -698,98 +706,68 @@ def with_number(source: Path, tmp_path: Path, path: list[str | int], number: str
     return copy
 
 
-#: the numbers a version-2 file is tried with: its paths are new, its values are checked alike
-VERSION_2_NUMBERS = ("NaN", "-0.04", "[]")
-
 ENTRY = ["entries", "test_train[resnet18]", "train_step resnet18 bs=8 64x64 opt=sgd"]
-#: a version-2 baseline entry's samples
+#: a baseline entry's samples
 SAMPLES = [*ENTRY, "measurement", "samples"]
 SAMPLE = ["results", 0, "measurement", "samples", 0]
-#: (file, where the value is, the field as messages name it, what it must be); the files are
-#: the golden ones (version 1) and the baseline file written as version 2 (see ``sources``)
+#: (file, where the value is, the field as messages name it, what it must be)
 NUMBER_FIELDS = [
-    ("baseline-v1", [*ENTRY, "step_time_s", 1], "step_time_s[1]", "a positive number"),
-    ("baseline-v1", [*ENTRY, "items_per_step"], "items_per_step", "a positive int"),
-    ("baseline-v1", [*ENTRY, "calibration_s", 0], "calibration_s[0]", "a positive number"),
     (
-        "baseline-v1",
-        [*ENTRY, "peak_allocated_bytes", 2],
-        "peak_allocated_bytes[2]",
-        "an int of at least 0",
-    ),
-    ("baseline-v1", [*ENTRY, "cold_step_s"], "cold_step_s", "a number of at least 0"),
-    (
-        "baseline-v1",
-        [*ENTRY, "phases_s", "forward"],
-        "phases_s['forward']",
-        "a number of at least 0",
-    ),
-    ("baseline-v1", [*ENTRY, "environment", "threads"], "environment.threads", "a positive int"),
-    ("baseline-v1", [*ENTRY, "config", "batch_size"], "config.batch_size", "a positive int"),
-    (
-        "baseline-v2",
+        "baseline",
         [*SAMPLES, 1, "step_time_s"],
         "measurement.samples[1].step_time_s",
         "a positive number",
     ),
     (
-        "baseline-v2",
+        "baseline",
         [*ENTRY, "measurement", "items_per_step"],
         "measurement.items_per_step",
         "a positive int",
     ),
     (
-        "baseline-v2",
+        "baseline",
         [*SAMPLES, 0, "calibration_s"],
         "measurement.samples[0].calibration_s",
         "a positive number",
     ),
     (
-        "baseline-v2",
+        "baseline",
         [*SAMPLES, 2, "memory", "allocated_bytes"],
         "measurement.samples[2].memory.allocated_bytes",
         "an int of at least 0",
     ),
     (
-        "baseline-v2",
+        "baseline",
         [*SAMPLES, 0, "cold_step_s"],
         "measurement.samples[0].cold_step_s",
         "a number of at least 0",
     ),
     (
-        "baseline-v2",
+        "baseline",
         [*SAMPLES, 0, "phases", "forward", 0],
         "measurement.samples[0].phases['forward'][0]",
         "a number of at least 0",
     ),
-    # a results file's samples are read alike in both versions: the golden file is enough
-    ("results-v1", [*SAMPLE, "step_time_s"], "step_time_s", "a positive number"),
-    ("results-v1", [*SAMPLE, "step_times_s", 0], "step_times_s[0]", "a positive number"),
+    ("baseline", [*ENTRY, "environment", "threads"], "environment.threads", "a positive int"),
+    ("baseline", [*ENTRY, "config", "batch_size"], "config.batch_size", "a positive int"),
+    ("results", [*SAMPLE, "step_time_s"], "step_time_s", "a positive number"),
+    ("results", [*SAMPLE, "step_times_s", 0], "step_times_s[0]", "a positive number"),
     (
-        "results-v1",
+        "results",
         ["results", 0, "measurement", "items_per_step"],
         "items_per_step",
         "a positive int",
     ),
     (
-        "results-v1",
+        "results",
         [*SAMPLE, "memory", "allocated_bytes"],
         "memory.allocated_bytes",
         "an int of at least 0",
     ),
-    ("results-v1", [*SAMPLE, "calibration_s"], "calibration_s", "a positive number"),
+    ("results", [*SAMPLE, "calibration_s"], "calibration_s", "a positive number"),
 ]
-
-
-@pytest.fixture(scope="module")
-def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The golden baseline and results files, and the baseline file written as version 2."""
-    folder = tmp_path_factory.mktemp("version-2")
-    return {
-        "baseline-v1": BASELINE,
-        "results-v1": SAVE,
-        "baseline-v2": rewritten(BASELINE, folder / BASELINE.name),
-    }
+#: the file each kind of field is tried in
+SOURCES = {"baseline": BASELINE, "results": SAVE}
 
 
 @pytest.mark.parametrize(
@@ -799,13 +777,11 @@ def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         for field in NUMBER_FIELDS
         for number in BAD_NUMBERS
         if not (number == "0" and "at least 0" in field[3])  # a zero count is a count
-        and (field[0] != "baseline-v2" or number in VERSION_2_NUMBERS)
     ],
 )
 def test_a_bad_number_is_refused_naming_the_file_the_field_and_the_value(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
-    sources: dict[str, Path],
     kind: str,
     path: list[str | int],
     shown: str,
@@ -816,7 +792,7 @@ def test_a_bad_number_is_refused_naming_the_file_the_field_and_the_value(
     gate and the commands; NaN and negative values passed (-4973 images/s). Each is refused
     when the file is read: the commands exit 2 with one line, the gate fails the benchmarks
     that need the file with the same words."""
-    source = sources[kind]
+    source = SOURCES[kind]
     bad = with_number(source, tmp_path, path, number)
     problem = f".{shown}: expected {expected}, found {BAD_NUMBERS[number]}"
     for command in (["show"], ["epoch"], ["compare", str(source)]):
@@ -825,7 +801,7 @@ def test_a_bad_number_is_refused_naming_the_file_the_field_and_the_value(
         assert err.startswith(f"cnnperf {command[0]}: {bad}: it is ")
         assert problem in err
         assert len(err.splitlines()) == 1, err
-    if kind.startswith("baseline"):
+    if kind == "baseline":
         with pytest.raises(BaselineFileError) as caught:
             BaselineStore(tmp_path).load(bad)
         assert str(caught.value).startswith(f"baseline file {bad} cannot be used: it is malformed")

@@ -135,16 +135,9 @@ def test_the_command_reference_is_the_same_wherever_it_is_built(
 
 def _format_classes() -> list[type]:
     from pytest_cnnperf.model import ResultsFile
-    from pytest_cnnperf.store import legacy
     from pytest_cnnperf.store.baseline import BaselineFile
 
-    return [
-        *ref.reachable(ResultsFile),
-        *ref.reasons(),
-        BaselineFile,
-        legacy.BaselineFileV1,
-        legacy.EntryV1,
-    ]
+    return [*ref.reachable(ResultsFile), *ref.reasons(), BaselineFile]
 
 
 def test_every_field_of_the_file_formats_is_described() -> None:
@@ -159,20 +152,13 @@ def test_the_manual_describes_no_field_that_does_not_exist() -> None:
 
 
 def test_the_format_reference_has_a_row_for_every_field() -> None:
-    pages = {
-        which: ref.format_markdown(which) for which in ("results", "baseline", "reasons", "v1")
-    }
+    pages = {which: ref.format_markdown(which) for which in ("results", "baseline", "reasons")}
     text = "\n".join(pages.values())
     for cls in _format_classes():
         section = text.split(f"### {cls.__name__}\n", 1)[1].split("\n###")[0]
         assert [f.name for f in dataclasses.fields(cls) if f"| `{f.name}` |" not in section] == []
     assert "| `key` | string | written, never read |" in pages["results"]
-    assert _blocks("formats.md") == [
-        "format results",
-        "format reasons",
-        "format baseline",
-        "format v1",
-    ]
+    assert _blocks("formats.md") == ["format results", "format reasons", "format baseline"]
 
 
 def test_an_undescribed_field_fails_the_reference() -> None:

@@ -441,7 +441,7 @@ def test_no_message_shows_a_chained_traceback(project: pytest.Pytester) -> None:
     corrupt = project.path / "baselines" / "m" / "test_bench.json"
     corrupt.parent.mkdir(parents=True)
     corrupt.write_text(
-        '{"schema": "pytest-cnnperf/baseline", "schema_version": 1, "machine": "m", '
+        '{"schema": "pytest-cnnperf/baseline", "schema_version": 2, "machine": "m", '
         '"entries": {"test_corrupt": {"k": {"step_time_s": [NaN]}}}}'
     )
     result = project.runpytest(

@@ -1,21 +1,19 @@
-"""The files and messages, derived from the dataclasses (``store.codec``): versioned, with a
-reader for every version written so far; every kind of document round trips; bad values are
-refused with the file, their path and the value; and the files the earlier version wrote
-(tests/data: version 1) still load, compare and gate identically, as they are and written
-again as version 2."""
+"""The files and messages, derived from the dataclasses (``store.codec``): versioned, a version
+this one does not read refused with the file, the version and the fix; every kind of document
+round trips; bad values are refused with the file, their path and the value; and the files of
+real runs (tests/data) load, compare and gate as the earlier version showed them."""
 
 from __future__ import annotations
 
 import dataclasses
 import io
 import json
-import shutil
 import typing
 from pathlib import Path
 from typing import Any
 
 import pytest
-from factories import ENV, rewritten
+from factories import ENV
 
 from pytest_cnnperf.cli import main
 from pytest_cnnperf.gate.decide import decide
@@ -85,14 +83,13 @@ from pytest_cnnperf.model import (
 from pytest_cnnperf.model.conditions import TwoSpeeds, Unprofiled
 from pytest_cnnperf.model.noise import BenchmarkNoise, NoiseRun
 from pytest_cnnperf.sampling import messages, xdist
-from pytest_cnnperf.store import codec, legacy, results_file
+from pytest_cnnperf.store import codec, results_file
 from pytest_cnnperf.store import noise as noise_store
 from pytest_cnnperf.store.baseline import (
     BASELINE,
     BaselineFile,
     BaselineFileError,
     BaselineStore,
-    parse,
 )
 
 DATA = Path(__file__).parent / "data"
@@ -100,15 +97,6 @@ GOLDEN = DATA / "golden"
 MODULE = "pytest_cnnperf/zoo/test_zoo"
 BASELINE_NAME = f"baselines/cpu-amd-epyc-2t/{MODULE}.json"
 BASELINE_FILE = DATA / BASELINE_NAME
-RESULTS_NAMES = ["zoo-save.json", "zoo-gate.json", "modes.json"]
-
-
-def version_2_copies(folder: Path) -> Path:
-    """The golden results and baseline files written again as version 2, at the same paths
-    below ``folder`` as below tests/data."""
-    for name in [*RESULTS_NAMES, BASELINE_NAME]:
-        rewritten(DATA / name, folder / name)
-    return folder
 
 
 # ---- a result with every field set, a reason of every kind ----
@@ -345,11 +333,12 @@ def test_the_walk_reaches_every_record_of_a_result() -> None:
 # ---- versions ----
 
 
-def test_files_are_versioned_with_a_reader_for_every_version_written_so_far() -> None:
-    """Results and baseline files are at version 2 and version 1 is read; the messages between
-    the processes of one run are never read by another version, so they have no older reader."""
+def test_files_are_versioned_and_read_at_their_version_only() -> None:
+    """Results and baseline files are at version 2, the first a release wrote (version 1 was
+    written before 0.1.0 and is not read); the messages between the processes of one run are
+    never read by another version, so they have no older reader either."""
     files = {d.schema: (d.version, sorted(d.older)) for d in (results_file.RESULTS, BASELINE)}
-    assert files == {"pytest-cnnperf/results": (2, [1]), "pytest-cnnperf/baseline": (2, [1])}
+    assert files == {"pytest-cnnperf/results": (2, []), "pytest-cnnperf/baseline": (2, [])}
     runs = {
         d.schema: (d.version, dict(d.older))
         for d in (messages.JOB, messages.CHILD_REPORT, xdist.WORKER_REPORT)
@@ -367,17 +356,38 @@ NEWER = (
 )
 
 
+#: how a results file of a version this one does not read is refused: measure again
+AGAIN = "; measure it again with --cnnperf-json=PATH"
+
+
 @pytest.mark.parametrize(
     ("version", "results_problem", "baseline_problem"),
     [
         (3, NEWER.format(noun="results "), NEWER.format(noun="")),
-        (0, *["its schema_version 0 was never written by pytest-cnnperf"] * 2),
+        (
+            1,  # written before 0.1.0
+            "its schema_version 1 is older than this pytest-cnnperf reads (results schema "
+            f"version 2){AGAIN}",
+            "its schema_version 1 is older than this pytest-cnnperf reads (schema version 2)",
+        ),
+        (
+            0,
+            f"its schema_version 0 was never written by pytest-cnnperf{AGAIN}",
+            "its schema_version 0 was never written by pytest-cnnperf",
+        ),
+        (
+            None,
+            f"its schema_version is missing or not a number{AGAIN}",
+            "its schema_version is missing or not a number",
+        ),
     ],
-    ids=["newer", "never-written"],
+    ids=["newer", "older", "never-written", "missing"],
 )
 def test_a_version_this_one_cannot_read_is_refused_naming_the_file(
-    tmp_path: Path, version: int, results_problem: str, baseline_problem: str
+    tmp_path: Path, version: int | None, results_problem: str, baseline_problem: str
 ) -> None:
+    """The message names the file and the version found, and says what to do (the baseline
+    file's message ends with the fix every unusable baseline file gets)."""
     data = json.loads((DATA / "zoo-save.json").read_text())
     data["schema_version"] = version
     path = tmp_path / "results.json"
@@ -566,13 +576,8 @@ def test_a_results_file_carries_each_benchmarks_headline_figures(tmp_path: Path)
 # ---- refused values: the file, the field's path, the value ----
 
 
-def bad_copy(
-    source: Path, target: Path, where: list[str | int], value: str, *, version_2: bool
-) -> Path:
-    """A copy of ``source`` (written again as version 2 with ``version_2``) with the value at
-    ``where`` written as the raw JSON ``value``."""
-    if version_2:
-        source = rewritten(source, target)
+def bad_copy(source: Path, target: Path, where: list[str | int], value: str) -> Path:
+    """A copy of ``source`` with the value at ``where`` written as the raw JSON ``value``."""
     data = json.loads(source.read_text())
     holder = data
     for key in where[:-1]:
@@ -588,34 +593,26 @@ ENTRY_PATH = "file.entries['test_train[googlenet]']['train_step googlenet bs=8 6
 
 
 @pytest.mark.parametrize(
-    ("version_2", "where", "value", "problem"),
+    ("where", "value", "problem"),
     [
         (
-            False,
-            [*ENTRY, "step_time_s", 1],
-            "-0.04",
-            f"{ENTRY_PATH}.step_time_s[1]: expected a positive number, found float -0.04",
-        ),
-        (
-            True,
             [*ENTRY, "measurement", "samples", 1, "step_time_s"],
             "Infinity",
             f"{ENTRY_PATH}.measurement.samples[1].step_time_s: expected a positive number, "
             "found float inf",
         ),
         (
-            True,
             [*ENTRY, "measurement", "samples"],
             "[]",
             f"{ENTRY_PATH}.measurement.samples: expected at least one value, found an empty list",
         ),
     ],
-    ids=["v1", "v2", "v2-no-samples"],
+    ids=["infinite", "no-samples"],
 )
 def test_a_bad_value_in_a_baseline_file_is_refused_naming_the_file_the_path_and_the_value(
-    tmp_path: Path, version_2: bool, where: list[str | int], value: str, problem: str
+    tmp_path: Path, where: list[str | int], value: str, problem: str
 ) -> None:
-    bad = bad_copy(BASELINE_FILE, tmp_path / BASELINE_NAME, where, value, version_2=version_2)
+    bad = bad_copy(BASELINE_FILE, tmp_path / BASELINE_NAME, where, value)
     with pytest.raises(BaselineFileError) as caught:
         BaselineStore(tmp_path / "baselines").entry(
             "cpu-amd-epyc-2t", MODULE, "test_train[googlenet]", "k"
@@ -630,24 +627,21 @@ SAMPLE = ["results", 2, "measurement", "samples", 3]
 
 
 @pytest.mark.parametrize(
-    ("version_2", "where", "value", "problem"),
+    ("where", "value", "problem"),
     [
         (
-            False,
             [*SAMPLE, "step_times_s", 0],
             "NaN",
             "file.results[2].measurement.samples[3].step_times_s[0]: expected a positive number, "
             "found float nan",
         ),
         (
-            True,
             [*SAMPLE, "memory", "allocated_bytes"],
             "-1",
             "file.results[2].measurement.samples[3].memory.allocated_bytes: expected an int of at "
             "least 0, found int -1",
         ),
         (
-            True,
             ["results", 0, "decision", "reasons", 0],
             '{"kind": "sunspots", "count": 3}',
             "file.results[0].decision.reasons[0].kind: 'sunspots' is not one of 'no-baseline', "
@@ -662,99 +656,32 @@ SAMPLE = ["results", 2, "measurement", "samples", 3]
             "'not-saved', 'remark'",
         ),
         (
-            True,
             ["results", 0, "decision", "verdict"],
             '"worse"',
             "file.results[0].decision.verdict: 'worse' is not one of 'ok', 'regressed', "
             "'improved', 'inconclusive', 'new', 'saved', 'error'",
         ),
     ],
-    ids=["v1", "v2", "v2-unknown-reason", "v2-unknown-verdict"],
+    ids=["nan", "negative", "unknown-reason", "unknown-verdict"],
 )
 def test_a_bad_value_in_a_results_file_is_refused_naming_the_file_the_path_and_the_value(
-    tmp_path: Path, version_2: bool, where: list[str | int], value: str, problem: str
+    tmp_path: Path, where: list[str | int], value: str, problem: str
 ) -> None:
-    bad = bad_copy(
-        DATA / "zoo-gate.json", tmp_path / "zoo-gate.json", where, value, version_2=version_2
-    )
+    bad = bad_copy(DATA / "zoo-gate.json", tmp_path / "zoo-gate.json", where, value)
     with pytest.raises(results_file.FileProblem) as caught:
         results_file.load(bad)
     assert str(caught.value) == f"{bad}: it is a malformed results file: {problem}"
 
 
 def test_a_list_is_named_as_such_and_an_empty_one_where_values_are_needed() -> None:
-    """A list where a number or an object belongs is ``list``, as version 1's messages said;
-    ``an empty list`` only where at least one value is needed."""
+    """A list where a number or an object belongs is ``list``; ``an empty list`` only where at
+    least one value is needed."""
     with pytest.raises(codec.DataError) as number:
         codec.load(Sample, {"step_time_s": []})
     assert str(number.value) == "file.step_time_s: expected a positive number, found list"
     with pytest.raises(codec.DataError) as empty:
         codec.load(Measurement, {"items_per_step": 8, "samples": []})
     assert str(empty.value) == "file.samples: expected at least one value, found an empty list"
-
-
-# ---- the files of version 1 ----
-
-
-@pytest.mark.parametrize("name", RESULTS_NAMES)
-def test_results_files_of_version_1_read_the_same_written_again_as_version_2(
-    tmp_path: Path, name: str
-) -> None:
-    """Read, written as version 2 and read again, a version-1 results file keeps every value;
-    its notes have become reasons that say the same sentences."""
-    old = results_file.load(DATA / name)
-    new = results_file.load(rewritten(DATA / name, tmp_path / name))
-    assert json.loads((tmp_path / name).read_text())["schema_version"] == 2
-    assert (new.kind, new.machine, new.created) == (old.kind, old.machine, old.created)
-    assert new.results == old.results
-    notes = [
-        note
-        for result in json.loads((DATA / name).read_text())["results"]
-        for note in result["decision"]["notes"]
-    ]
-    reasons = [r for result in new.results if result.decision for r in result.decision.reasons]
-    assert [str(r) for r in reasons] == notes
-    assert all(isinstance(r, Remark) for r in reasons)
-
-
-def test_baseline_files_of_version_1_read_the_same_written_again_as_version_2(
-    tmp_path: Path,
-) -> None:
-    old = parse(BASELINE_FILE.read_text(), BASELINE_FILE)
-    copy = rewritten(BASELINE_FILE, tmp_path / BASELINE_NAME)
-    new = parse(copy.read_text(), copy)
-    assert json.loads(copy.read_text())["schema_version"] == 2
-    assert new.module == MODULE
-    assert new.entries == old.entries
-    assert sum(len(keys) for keys in new.entries.values()) == 4
-
-
-def test_a_version_1_baseline_file_saved_into_is_rewritten_whole_as_version_2(
-    tmp_path: Path,
-) -> None:
-    """Saving one benchmark into a version-1 file writes the whole file as version 2: the
-    entries that were not re-measured are all there, and read as they did."""
-    path = tmp_path / BASELINE_NAME
-    path.parent.mkdir(parents=True)
-    shutil.copy(BASELINE_FILE, path)
-    old = parse(BASELINE_FILE.read_text(), BASELINE_FILE)
-    fresh = results_file.load(DATA / "zoo-gate.json").results[2]  # googlenet, measured again
-    outcome = BaselineStore(tmp_path / "baselines").save(
-        "cpu-amd-epyc-2t", MODULE, {"test_train[new]": {fresh.key: fresh}}
-    )
-    assert outcome.written == 1
-    data = json.loads(path.read_text())
-    assert (data["schema_version"], data["module"]) == (2, MODULE)
-    assert {t: sorted(keys) for t, keys in data["entries"].items()} == {
-        **{t: sorted(keys) for t, keys in old.entries.items()},
-        "test_train[new]": [fresh.key],
-    }
-    assert all("measurement" in e for keys in data["entries"].values() for e in keys.values())
-    new = parse(path.read_text(), path)
-    assert {t: new.entries[t] for t in old.entries} == old.entries
-    assert new.entries["test_train[new]"][fresh.key].measured.step_times == (
-        pytest.approx(fresh.measured.step_times, rel=1e-4)
-    )
 
 
 COMMANDS = {
@@ -768,49 +695,38 @@ COMMANDS = {
 }
 
 
-@pytest.mark.parametrize("version", [1, 2])
 @pytest.mark.parametrize("golden", sorted(COMMANDS))
 def test_the_command_shows_golden_files_as_the_earlier_version_did(
-    golden: str, version: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    golden: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """On the files as the earlier version wrote them, and on the same files written again
-    as version 2, the ``cnnperf`` command's output is the earlier version's, byte for byte."""
-    monkeypatch.chdir(DATA if version == 1 else version_2_copies(tmp_path))
+    """On the files of real runs, the ``cnnperf`` command's output is the earlier version's,
+    byte for byte."""
+    monkeypatch.chdir(DATA)
     out = io.StringIO()
     assert main(COMMANDS[golden], out=out) == 0
     assert out.getvalue() == (GOLDEN / golden).read_text()
 
 
-def test_golden_runs_gate_alike_from_either_version_with_the_earlier_versions_figures(
-    tmp_path: Path,
-) -> None:
-    """The gating run's samples against the golden baseline file, as written (version 1) and
-    written again as version 2, at the last look of the default design: the same decisions from
-    either, with the figures that come from the samples themselves as the earlier version had
-    them (``golden/decisions-gate.json``). Its p-values, bounds, verdicts and reasons are those
-    of the earlier gate's statistics and are not compared."""
+def test_golden_runs_gate_with_the_earlier_versions_figures() -> None:
+    """The gating run's samples against the golden baseline file, at the last look of the
+    default design: the figures that come from the samples themselves are as the earlier version
+    had them (``golden/decisions-gate.json``). Its p-values, bounds, verdicts and reasons are
+    those of the earlier gate's statistics and are not compared."""
     settings = GateSettings(
         CPU.gate, throughput_threshold=0.10, memory_threshold=0.05, strict=False
     )
     design = CPU.sampling.design(CPU.gate)
     last = design.look(len(design.looks) - 1)
 
-    def decisions(folder: Path) -> list[Decision]:
-        results = results_file.load(folder / "zoo-gate.json").results
-        store = BaselineStore(folder / "baselines")
-        found = []
-        for result in results:
-            assert result.environment is not None
-            assert result.decision is not None
-            entry = store.entry(result.environment.machine, MODULE, result.test, result.key)
-            found.append(decide(result, entry, settings, last, result.decision.baseline_file))
-        return found
-
-    first, second = decisions(DATA), decisions(version_2_copies(tmp_path))
-    assert first == second
+    results = results_file.load(DATA / "zoo-gate.json").results
+    store = BaselineStore(DATA / "baselines")
     golden = json.loads((GOLDEN / "decisions-gate.json").read_text())
-    for decision, earlier in zip(first, golden, strict=True):
-        expected = codec.load(Decision, legacy.result_data(earlier)["decision"])
+    for result, earlier in zip(results, golden, strict=True):
+        assert result.environment is not None
+        assert result.decision is not None
+        entry = store.entry(result.environment.machine, MODULE, result.test, result.key)
+        decision = decide(result, entry, settings, last, result.decision.baseline_file)
+        expected = codec.load(Decision, earlier["decision"])
         assert decision.memory == expected.memory
         assert decision.throughput is not None
         assert expected.throughput is not None

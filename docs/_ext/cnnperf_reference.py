@@ -9,7 +9,7 @@ A page asks for a reference with a block that :func:`setup` replaces as Sphinx r
     ```
 
 Arguments: ``options``, ``marker``, ``cli`` (the whole command), ``cli COMMAND`` (one
-subcommand), ``format results``, ``format baseline``, ``format reasons``, ``format v1``.
+subcommand), ``format results``, ``format baseline``, ``format reasons``.
 """
 
 from __future__ import annotations
@@ -444,33 +444,13 @@ FIELD_NOTES: dict[str, str] = {
     "Creep.unit": "What an item is.",
     "ProfileFailed.error": "The profiler's error.",
     "NotSaved.why": "Why the baseline was not written.",
-    "Remark.text": "The sentence, as a version-1 file kept it.",
+    "Remark.text": "The reason, as a sentence.",
     "Remark.role": "What it stood for where that matters: `creep`, `no-baseline`, or what "
     "failed a compiled benchmark (`graph breaks`, `recompiles`, `compile time`).",
     # baseline files
     "BaselineFile.machine": "The kind of machine the baselines belong to.",
     "BaselineFile.entries": "Test name -> benchmark key -> entry: a result without its "
     "decision and test id, each sample without its per-step lists.",
-    # version 1
-    "EntryV1.recorded": "When it was measured, UTC, ISO 8601.",
-    "EntryV1.config": "As today's.",
-    "EntryV1.environment": "As today's.",
-    "EntryV1.items_per_step": "As today's.",
-    "EntryV1.step_time_s": "Each sample's step time.",
-    "EntryV1.calibration_s": "Each sample's calibration time.",
-    "EntryV1.calibration_unit": "The calibration workload.",
-    "EntryV1.peak_allocated_bytes": "The peaks of the samples that measured memory.",
-    "EntryV1.peak_reserved_bytes": "The median reserved peak.",
-    "EntryV1.memory_source": "How memory was measured.",
-    "EntryV1.phases_s": "Each phase's median per-step time.",
-    "EntryV1.cold_step_s": "The median cold step.",
-    "EntryV1.in_process": "Samples taken in-process.",
-    "EntryV1.compile_cold_s": "Compiled benchmarks: the cold compile time.",
-    "EntryV1.compile_warm_s": "The warm one.",
-    "EntryV1.graph_breaks": "Graph breaks.",
-    "BaselineFileV1.machine": "As today's.",
-    "BaselineFileV1.entries": "Test name -> benchmark key -> version-1 entry.",
-    "BaselineFileV1.module": "As today's.",
 }
 
 
@@ -675,9 +655,8 @@ def _class_markdown(cls: type, level: str = "###") -> list[str]:
 
 
 def format_markdown(which: str) -> str:
-    """The field tables of a document: ``results``, ``baseline``, ``reasons`` or ``v1``."""
+    """The field tables of a document: ``results``, ``baseline`` or ``reasons``."""
     from pytest_cnnperf.model import Result, ResultsFile
-    from pytest_cnnperf.store import legacy
     from pytest_cnnperf.store.baseline import BaselineFile
 
     reason_classes = set(reasons())
@@ -687,10 +666,8 @@ def format_markdown(which: str) -> str:
         classes = [BaselineFile]
     elif which == "reasons":
         classes = list(reasons())
-    elif which == "v1":
-        classes = [legacy.BaselineFileV1, legacy.EntryV1]
     else:
-        raise ValueError(f"no format {which!r}; use results, baseline, reasons or v1")
+        raise ValueError(f"no format {which!r}; use results, baseline or reasons")
     assert Result in reachable(ResultsFile)
     missing = undocumented(classes)
     if missing:

@@ -11,8 +11,8 @@ The schema has a version. SQLite keeps it in ``PRAGMA user_version`` (and marks 
 ours with ``PRAGMA application_id``), PostgreSQL in a ``cnnperf_schema`` table; opening a history
 applies the migrations it lacks, in one transaction (under an advisory lock on PostgreSQL), and
 refuses a history written by a newer pytest-cnnperf. A run's result is kept as the JSON
-``store.codec`` writes (with its ``schema_version``; rows without one are version 1's), next to
-the columns the queries need.
+``store.codec`` writes (with its ``schema_version``, which rows recorded before pytest-cnnperf
+0.1.0 lack: such a history is not read), next to the columns the queries need.
 
 Every problem (no server, a wrong password, a newer schema, a locked or foreign file) is a
 :class:`HistoryProblem` whose message names the history (a URL's password masked) and the cause.
@@ -86,6 +86,11 @@ POSTGRES_TYPES = {
 }
 
 POSTGRES_EXTRA = "pip install 'pytest-cnnperf[history-postgres]'"
+#: what to do with a history whose results this version does not read
+NEW_HISTORY = (
+    "a history recorded before pytest-cnnperf 0.1.0 is not read: record into a new one "
+    "(--cnnperf-history=PATH)"
+)
 
 
 class HistoryProblem(Exception):
@@ -235,7 +240,7 @@ class Store(AbstractContextManager["Store"]):
                     Entry(
                         int(run_id),
                         codec.load(RunInfo, json.loads(info), "info"),
-                        results_file.read_result(json.loads(result), "result"),
+                        results_file.read_result(json.loads(result), "result", NEW_HISTORY),
                     )
                 )
             except (ValueError, codec.DataError) as exc:

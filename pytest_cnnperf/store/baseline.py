@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model import Result
-from . import leftovers, legacy
+from . import leftovers
 from .codec import DataError, Document, dump
 from .locations import safe_name
 
@@ -42,7 +42,8 @@ class BaselineFile:
     without its decision, each sample without its steps).
 
     The file names its machine and its test module itself, so that a copy or a download of it
-    compares and gates like the original (files from before ``module`` was written lack it)."""
+    compares and gates like the original (one that lacks it, written by hand, takes its module
+    from its path)."""
 
     machine: str
     entries: dict[str, dict[str, Result]]
@@ -63,18 +64,7 @@ class BaselineFile:
         ]
 
 
-def _read_v1(data: dict[str, Any], path: str) -> BaselineFile:
-    old = legacy.baseline_file(data, path)
-    entries = {
-        test: {key: legacy.result_of_entry(entry) for key, entry in keys.items()}
-        for test, keys in old.entries.items()
-    }
-    return BaselineFile(machine=old.machine, entries=entries, module=old.module)
-
-
-BASELINE: Document[BaselineFile] = Document(
-    "pytest-cnnperf/baseline", 2, BaselineFile, "", older={1: _read_v1}
-)
+BASELINE: Document[BaselineFile] = Document("pytest-cnnperf/baseline", 2, BaselineFile, "")
 
 
 class BaselineFileError(Exception):
@@ -349,10 +339,8 @@ class BaselineStore:
             text = self._read(path)
             data: dict[str, Any] = {}
             if text is not None:
-                old = parse(text, path, machine)  # refuses a file it cannot use
+                parse(text, path, machine)  # refuses a file it cannot use
                 data = json.loads(text)
-                if data.get("schema_version") != BASELINE.version:  # written anew, whole
-                    data = _rounded(BASELINE.dump(old.stored()))
             entries: dict[str, dict[str, Any]] = data.get("entries", {})
             removed = tuple(sorted(t for t in remove_tests if t in entries))
             for test in removed:

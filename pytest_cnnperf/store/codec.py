@@ -5,8 +5,8 @@ with the properties its ``DERIVED`` names beside them (for a reader of the file;
 back); a member of a union of dataclasses carries its ``kind``. A tuple of ``(name, value)``
 pairs is written as an object. Reading checks each value against its type and against the
 range check of its ``Annotated`` metadata (``model.values``), and refuses a bad one with its
-path in the file: ``entries['test_a']['...'].step_time_s[2]: expected a positive number, found
-float -0.04``, which is what a user needs to mend it.
+path in the file: ``entries['test_a']['...'].measurement.samples[2].step_time_s: expected a
+positive number, found float -0.04``, which is what a user needs to mend it.
 
 (Written here rather than taken from cattrs or msgspec: those word their errors their own way,
 and the path-bearing messages above are part of the product; msgspec does not tag unions of
@@ -343,19 +343,26 @@ class Document(Generic[T]):
         data.update(dump(value))
         return data
 
-    def version_problem(self, data: Mapping[str, Any]) -> str | None:
-        """Why a document of this schema cannot be read by this version, or ``None``."""
+    def version_problem(self, data: Mapping[str, Any], again: str = "") -> str | None:
+        """Why a document of this schema cannot be read by this version, or ``None``; ``again``
+        says how to get one it reads, where upgrading pytest-cnnperf would not."""
         version = data.get("schema_version")
+        noun = f"{self.noun} " if self.noun else ""
+        fix = f"; {again}" if again else ""
         if not isinstance(version, int) or isinstance(version, bool):
-            return "its schema_version is missing or not a number"
+            return f"its schema_version is missing or not a number{fix}"
         if version > self.version:
-            noun = f"{self.noun} " if self.noun else ""
             return (
                 f"it was written by a newer pytest-cnnperf ({noun}schema version {version}; "
                 f"this one reads up to {self.version}); upgrade pytest-cnnperf"
             )
+        if version < 1:
+            return f"its schema_version {version} was never written by pytest-cnnperf{fix}"
         if version != self.version and version not in self.older:
-            return f"its schema_version {version} was never written by pytest-cnnperf"
+            return (
+                f"its schema_version {version} is older than this pytest-cnnperf reads ({noun}"
+                f"schema version {self.version}){fix}"
+            )
         return None
 
     def load(self, data: Mapping[str, Any], path: str = "file") -> T:

@@ -17,18 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from ..model import Result, ResultsFile
-from . import baseline, legacy
+from . import baseline
 from .codec import DataError, Document, dump
 from .codec import load as load_data
 
-
-def _read_v1(data: dict[str, Any], path: str) -> ResultsFile:
-    return load_data(ResultsFile, legacy.results_file_data(data), path)
-
-
-RESULTS: Document[ResultsFile] = Document(
-    "pytest-cnnperf/results", 2, ResultsFile, "results", older={1: _read_v1}
-)
+RESULTS: Document[ResultsFile] = Document("pytest-cnnperf/results", 2, ResultsFile, "results")
 
 
 def now() -> str:
@@ -47,10 +40,12 @@ def result_data(result: Result) -> dict[str, Any]:
     return {"schema_version": RESULTS.version, **dump(result)}
 
 
-def read_result(data: Any, path: str) -> Result:
-    """A result a history kept (version 1's rows have no ``schema_version``)."""
-    if isinstance(data, dict) and data.get("schema_version", 1) == 1:
-        data = legacy.result_data(data)
+def read_result(data: Any, path: str, again: str = "") -> Result:
+    """A result a history kept; :class:`DataError` for one of a version this one does not read
+    (with ``again``: how to get one it does)."""
+    problem = RESULTS.version_problem(data, again) if isinstance(data, dict) else None
+    if problem:
+        raise DataError(f"{path}: {problem}")
     return load_data(Result, data, path)
 
 
@@ -117,7 +112,7 @@ def _foreign(path: Path, data: object) -> FileProblem:
 
 
 def _results(path: Path, data: dict[str, Any]) -> Loaded:
-    problem = RESULTS.version_problem(data)
+    problem = RESULTS.version_problem(data, "measure it again with --cnnperf-json=PATH")
     if problem:
         raise FileProblem(path, problem)
     try:
@@ -134,7 +129,11 @@ def load(path: Path | str) -> Loaded:
     schema = data.get("schema") if isinstance(data, dict) else None
     if isinstance(data, dict) and schema == RESULTS.schema:
         return _results(path, data)
-    if schema == baseline.BASELINE.schema:
+    if isinstance(data, dict) and schema == baseline.BASELINE.schema:
+        again = "record its baselines again with --cnnperf-save"
+        problem = baseline.BASELINE.version_problem(data, again)
+        if problem:
+            raise FileProblem(path, problem)
         try:
             document = baseline.parse(text, path)
         except baseline.BaselineFileError as exc:

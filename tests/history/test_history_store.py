@@ -129,6 +129,25 @@ def test_a_newer_schema_is_refused(target: Path | str, monkeypatch: pytest.Monke
     )
 
 
+def test_results_recorded_before_0_1_0_are_refused_with_the_fix(tmp_path: Path) -> None:
+    """Their JSON has no ``schema_version``: the message names the history, the run and what
+    is missing, and says to record into a new history."""
+    path = tmp_path / "history.db"
+    with open_store(path, create=True) as history:
+        history.append(known.run_info(0), [known.result("flat", 0)])
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE cnnperf_results SET result = json_remove(result, '$.schema_version')")
+    conn.commit()
+    conn.close()
+    with open_store(path) as history, pytest.raises(HistoryProblem) as raised:
+        history.entries()
+    assert str(raised.value) == (
+        f"history {store.display(path)}: run 1 cannot be read: result: its schema_version is "
+        "missing or not a number; a history recorded before pytest-cnnperf 0.1.0 is not read: "
+        "record into a new one (--cnnperf-history=PATH)"
+    )
+
+
 def test_an_older_schema_is_migrated_keeping_its_runs(
     target: Path | str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
