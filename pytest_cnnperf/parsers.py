@@ -182,9 +182,6 @@ def parse_history(value: object) -> Path | str:
     return Path(text)
 
 
-AMP_CHOICES = ("off", "fp16", "bf16")
-
-
 def parse_amp(value: object) -> str | None:
     """An AMP mode as written (``bf16``, ``bfloat16``, ``off``...): ``fp16``, ``bf16`` or
     ``None`` (fp32); ``ValueError`` names the accepted forms."""

@@ -27,8 +27,6 @@ class Verdict(str, enum.Enum):
 
 #: the statistical rules a look can apply, as the reports name them
 TESTS = {"mann-whitney": "exact one-sided Mann-Whitney test"}
-#: how a design splits its error rates over its looks, as the reports name it
-SPENDING = {"bonferroni": "split equally over the looks"}
 
 
 @dataclass(frozen=True)

@@ -112,10 +112,6 @@ class DeviceHealth:
     #: ``thermal``, ...), from NVML's cumulative violation counters
     throttled: dict[str, NonNegative] = field(default_factory=dict)
 
-    @property
-    def trustworthy(self) -> bool:
-        return not self.problems
-
 
 @dataclass(frozen=True)
 class StepFlops:

@@ -86,10 +86,6 @@ class Job:
     plan: SamplePlan | None = None
 
 
-#: ``ChildReport.problem``: what kind of failure it is, where the asker treats kinds apart
-PROBLEMS = ("absent", "leak")
-
-
 @dataclass(frozen=True)
 class ChildReport:
     """What a sample process answers: its sample, or why it has none (``problem``: its kind,
