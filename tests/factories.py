@@ -9,6 +9,7 @@ from pytest_cnnperf.model import (
     BenchConfig,
     Environment,
     Flags,
+    Look,
     Measurement,
     MemoryPeak,
     NoiseProfile,
@@ -90,6 +91,12 @@ def result(
         environment=ENV,
         measurement=Measurement(config.batch_size, samples, config.unit),
     )
+
+
+def one_look(alpha: float, beta: float) -> Look:
+    """The only look of a design of one: all of both error rates spent at once, as the gate's
+    tests decide on samples taken before it."""
+    return Look(number=1, of=1, alpha=alpha, beta=beta)
 
 
 def record_quiet_noise(baselines: Path, machine: str | None = None) -> None:

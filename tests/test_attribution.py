@@ -565,7 +565,7 @@ def test_a_profile_keeps_the_operators_that_take_most_of_the_step(
     baseline = profiles[None]
     times = [o.seconds for o in baseline.operators]
     assert times == sorted(times, reverse=True)
-    assert sum(times) >= 0.95 * baseline.operators_s - 1e-9
+    assert sum(times) >= 0.95 * (sum(times) + baseline.other_s) - 1e-9
     assert len(baseline.operators) <= TIME_ROWS + MEMORY_ROWS
     # forward operators carry their module; which ones rank highest depends on the machine's
     # state (a busy core stalls any of them), so only that they are the net's is asserted

@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from factories import ENV, QUIET
+from factories import ENV, QUIET, one_look
 from scripted import Scripted
 
 from pytest_cnnperf import benchmark
 from pytest_cnnperf.benchmark import ArgumentProblem
 from pytest_cnnperf.gate.decide import decide
-from pytest_cnnperf.gate.design import one_look
 from pytest_cnnperf.gate.policy import CPU, GateSettings
 from pytest_cnnperf.gate.throughput import throughput_at
 from pytest_cnnperf.measuring.compiled import CompileFailed, _guarded, forget_stale_imports

@@ -7,11 +7,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from factories import ENV, QUIET, result
+from factories import ENV, QUIET, one_look, result
 
 from pytest_cnnperf.gate import noise
 from pytest_cnnperf.gate.decide import decide
-from pytest_cnnperf.gate.design import one_look
 from pytest_cnnperf.gate.policy import CPU, GateSettings
 from pytest_cnnperf.gate.throughput import throughput_at
 from pytest_cnnperf.model import (

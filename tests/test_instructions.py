@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from factories import ENV, result
+from factories import ENV, one_look, result
 
 from pytest_cnnperf.doctor import cpu
 from pytest_cnnperf.gate.counts import (
@@ -25,7 +25,6 @@ from pytest_cnnperf.gate.counts import (
     operator_counts,
 )
 from pytest_cnnperf.gate.decide import decide
-from pytest_cnnperf.gate.design import one_look
 from pytest_cnnperf.gate.policy import CPU, GateSettings
 from pytest_cnnperf.gate.throughput import throughput_at
 from pytest_cnnperf.measuring import instructions

@@ -11,12 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from factories import ENV, result
+from factories import ENV, one_look, result
 
 from pytest_cnnperf.cli import main
 from pytest_cnnperf.gate import noise
 from pytest_cnnperf.gate.decide import decide
-from pytest_cnnperf.gate.design import one_look
 from pytest_cnnperf.gate.policy import CPU, GateSettings
 from pytest_cnnperf.gate.throughput import throughput_at
 from pytest_cnnperf.model import Decision, NoiseProfile, Result, Verdict, units

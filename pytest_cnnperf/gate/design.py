@@ -22,12 +22,6 @@ from ..model import Look
 from .stats import smallest_p
 
 
-def one_look(alpha: float, beta: float) -> Look:
-    """The look of a comparison that is made once, on samples taken before it (``cnnperf
-    compare`` of two results files)."""
-    return Look(number=1, of=1, alpha=alpha, beta=beta)
-
-
 def doubling(first: int, cap: int) -> tuple[int, ...]:
     """Looks at ``first`` samples, then twice as many each time, ending at ``cap`` (a last step
     shorter than half the one before it is merged into it)."""
@@ -84,11 +78,6 @@ class Design:
         while len(looks) > 1 and smallest_p(looks[0], looks[0]) > self.alpha / len(looks):
             looks = looks[1:]
         return Design(looks, self.alpha, self.beta)
-
-    def reaches(self, reference: int) -> bool:
-        """Whether every look can reach its share of ``alpha`` against ``reference`` samples."""
-        share = self.alpha / len(self.looks)
-        return smallest_p(self.looks[0], reference) <= share
 
     def smallest_reference(self) -> int:
         """The fewest reference samples against which every look can reach its share of

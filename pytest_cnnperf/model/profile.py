@@ -51,11 +51,6 @@ class Profile:
     other_s: NonNegative = 0.0
     rest: tuple[str, ...] = ()
 
-    @property
-    def operators_s(self) -> float:
-        """The time per step of every operator, listed or not."""
-        return sum(o.seconds for o in self.operators) + self.other_s
-
     def operator(self, name: str) -> OperatorTime | None:
         return next((o for o in self.operators if o.name == name), None)
 

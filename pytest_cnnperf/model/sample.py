@@ -363,13 +363,6 @@ class Measurement:
         return Spread.of(values) if values else None
 
     @property
-    def phase_names(self) -> tuple[str, ...]:
-        names: dict[str, None] = {}
-        for sample in self.samples:
-            names.update(dict.fromkeys(sample.phases))
-        return tuple(names)
-
-    @property
     def calibrations(self) -> tuple[float, ...]:
         return tuple(s.calibration_s for s in self.samples if s.calibration_s is not None)
 

@@ -7,11 +7,10 @@ import dataclasses
 
 import known
 import numpy as np
-from factories import ENV, QUIET
+from factories import ENV, QUIET, one_look
 
 from pytest_cnnperf.gate import creep
 from pytest_cnnperf.gate.creep import Run
-from pytest_cnnperf.gate.design import one_look
 from pytest_cnnperf.gate.policy import CPU, GateSettings
 from pytest_cnnperf.model import (
     BenchConfig,
