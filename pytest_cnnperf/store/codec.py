@@ -10,8 +10,8 @@ positive number, found float -0.04``, which is what a user needs to mend it.
 
 (Written here rather than taken from cattrs or msgspec: those word their errors their own way,
 and the path-bearing messages above are part of the product; msgspec does not tag unions of
-dataclasses, which reasons are; and a reader for each older file version is simpler on top of
-a codec whose every step we know. About 200 lines.)
+dataclasses, which reasons are; and a reader of an older file version is simpler on top of a
+codec whose every step we know.)
 """
 
 from __future__ import annotations
