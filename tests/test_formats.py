@@ -30,6 +30,8 @@ from pytest_cnnperf.model import (
     CompileSetting,
     ComputesOtherwise,
     CountChange,
+    CountedElsewhere,
+    CountedOtherwise,
     CountsMoved,
     Creep,
     CudaGraphsSkipped,
@@ -154,6 +156,8 @@ REASONS: tuple[Reason, ...] = (
     ),
     OtherKernels(("CPU capability AVX2 -> AVX512",)),
     NoCounts(),
+    CountedOtherwise(("kernels avx2 -> no-fma",)),
+    CountedElsewhere("cpu-amd-epyc-f25m17s1-avx512-2t"),
     CountsMoved(0.004, 0.001),
     OperatorCountsChanged((("aten::conv2d", 6_930_000, 8_460_000),)),
     NotSaved("the run was interrupted"),
@@ -650,7 +654,8 @@ SAMPLE = ["results", 2, "measurement", "samples", 3]
             "'software-changed', 'disturbed', 'unequal-pairs', 'untrustworthy-gpu', "
             "'sampling-changed', 'new-graph-breaks', 'recompiled', "
             "'slower-compile', 'cuda-graphs-skipped', 'creep', 'no-profile', 'profile-failed', "
-            "'imprecise-baseline', 'no-counts', 'counts-moved', 'operator-counts-changed', "
+            "'imprecise-baseline', 'no-counts', 'counted-otherwise', 'counted-elsewhere', "
+            "'counts-moved', 'operator-counts-changed', "
             "'structure-regressed', 'structure-changed', 'not-counted', "
             "'computes-otherwise', 'other-kernels', "
             "'not-saved', 'remark'",

@@ -490,3 +490,55 @@ def test_a_counted_session_says_how_it_counts_in_its_header(
         ]
     )
     assert "gated by instructions" not in pytester.runpytest("--cnnperf").stdout.str()
+
+
+#: a Valgrind that starts the program without counting (``dies``: ends at once)
+FAKE_VALGRIND = """#!/bin/sh
+if [ "$1" = "--version" ]; then echo valgrind-3.19.0; exit 0; fi
+{dies}
+while [ "${{1#-}}" != "$1" ]; do shift; done
+exec "$@"
+"""
+
+
+@pytest.mark.parametrize("dies", [False, True], ids=["counts-nothing", "dies"])
+def test_a_counting_process_that_cannot_count_fails_its_benchmark_and_saves_nothing(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, dies: bool
+) -> None:
+    """A counting process that runs without counting fails the benchmark with why; one that
+    ends at its start ends the run as a usage error naming its status. Neither records a
+    baseline from the benchmark it could not count."""
+    fake = tmp_path / "bin" / "valgrind"
+    fake.parent.mkdir()
+    fake.write_text(FAKE_VALGRIND.format(dies="exit 3" if dies else ""))
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    pytester.makepyfile(test_tiny=COUNTED)
+    pytester.makeini("[pytest]\ncnnperf_samples = 3\ncnnperf_min_time = 0.05\n")
+    counted = pytester.runpytest(
+        "--cnnperf",
+        "--cnnperf-save",
+        "--cnnperf-metric=instructions",
+        "-p",
+        "no:randomly",
+        "-o",
+        "cnnperf_effort=quick",
+    )
+    if dies:
+        assert counted.ret == pytest.ExitCode.USAGE_ERROR
+        counted.stdout.fnmatch_lines(
+            [
+                "*--cnnperf-metric=instructions: the pytest process of this checkout did not "
+                "start (exit status 3)*"
+            ]
+        )
+    else:
+        counted.assert_outcomes(failed=1)
+        counted.stdout.fnmatch_lines(
+            [
+                "*the counting process does not run under Valgrind; --cnnperf-metric=instructions "
+                "starts one itself*"
+            ]
+        )
+    assert "Traceback" not in counted.stdout.str()
+    assert not list(pytester.path.rglob("test_tiny.json"))

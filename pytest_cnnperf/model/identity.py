@@ -20,7 +20,9 @@ class Revision:
 
     @property
     def short(self) -> str:
-        return self.sha[:10]
+        """The sha's first ten digits; a name that is no sha (``this checkout``) whole."""
+        is_sha = len(self.sha) in (40, 64) and all(c in "0123456789abcdef" for c in self.sha)
+        return self.sha[:10] if is_sha else self.sha
 
     def __str__(self) -> str:
         """``main (0123456789)``, ``0123456789 with local changes``."""

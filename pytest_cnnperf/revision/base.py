@@ -36,6 +36,8 @@ HANDSHAKE_TIMEOUT_S = 300.0
 LOG_LINES = 30
 #: how long it may take to end on its own, cleaning up, once the head is done with it
 CLOSE_GRACE_S = 10.0
+#: how long a process that did not start is waited for, for its exit status
+EXIT_WAIT_S = 2.0
 
 
 class BaseProblem(Exception):
@@ -278,7 +280,10 @@ class BaseSide:
         return self._process is not None and self._process.poll() is not None
 
     def _failed(self, what: str) -> str:
-        code = self._process.poll() if self._process else None
+        code = None
+        if self._process is not None:  # its pipe closed as it ended: it has its status soon
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = self._process.wait(timeout=EXIT_WAIT_S)
         status = f" (exit status {code})" if code is not None else ""
         return (
             f"{self.option}: the pytest process of {self.against.base} {what}{status}; its "
