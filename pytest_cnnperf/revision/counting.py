@@ -130,10 +130,6 @@ class CountingRun:
             self.side = BaseSide.start(against, tree, option, how, threads=1)
         return self.side.sampler(timeout)
 
-    def kill(self) -> None:
-        if self.side is not None:
-            self.side.kill()
-
     def close(self) -> None:
         if self.side is not None:
             self.side.close()
@@ -183,10 +179,6 @@ class CountingPool:
         self._threads: list[threading.Thread] = []
 
     in_process = False
-
-    @property
-    def size(self) -> int:
-        return len(self._runs)
 
     def replayed(self, site: Site) -> None:
         return None
@@ -264,10 +256,6 @@ class CountingPool:
                 count.future.set_result(self._start(run).take_one(count.target))
             except BaseException as exc:  # the asker raises it, or asks again
                 count.future.set_exception(exc)
-
-    def kill(self) -> None:
-        for run in self._runs:
-            run.kill()
 
     def close(self) -> None:
         """End the counting processes; a count in flight ends with them."""
