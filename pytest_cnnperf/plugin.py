@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from .measuring.cudnn import CudnnMode
     from .models import ModelFactory, ModelRegistry
     from .revision.against import AgainstRun
-    from .revision.counting import CountingPool
+    from .revision.base import BaseSampler
+    from .revision.counting import CountingPool, CountingRun
     from .runner import CnnPerf, Sides
     from .sampling.manager import Sampler, Sampling
     from .sampling.messages import Job
@@ -217,7 +218,9 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     where = display_path(values[settings.BASELINES])
     lines = [f"cnnperf: {session.device}, measured {how}; {mode} in {where}"]
     if values[settings.METRIC] == "instructions" and session.device_type == "cpu":
-        lines.append(f"cnnperf: {_counting_header(config)}")
+        from .revision.counting import header
+
+        lines.append(f"cnnperf: {header(bool(getattr(config.option, 'numprocesses', None)))}")
     from .measuring import heap
 
     if heap.KEPT:
@@ -228,32 +231,6 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if unfit:
         lines.append(f"cnnperf: warning: {unfit}")
     return lines
-
-
-def _counting_header(config: pytest.Config) -> str:
-    """How the session counts: by which Valgrind, with which kernels, in how many processes."""
-    import shutil
-
-    from .measuring.instructions import InstructionsProblem, kernels_for, valgrind_version
-    from .revision.counting import processes
-
-    command = shutil.which("valgrind")
-    if command is None:
-        return "throughput gated by instructions, but Valgrind is not installed (see below)"
-    try:
-        version = valgrind_version(command)
-    except InstructionsProblem as exc:
-        return f"throughput gated by instructions, but {exc}"
-    kernels = kernels_for(version).name
-    if getattr(config.option, "numprocesses", None):
-        where = "one process per pytest-xdist worker"
-    else:
-        count = processes()
-        where = f"{count} process{'' if count == 1 else 'es'}, one per core"
-    return (
-        f"throughput gated by instructions, counted under Valgrind {version} with the {kernels} "
-        f"kernels in {where}; time is reported beside"
-    )
 
 
 # ---- the session: sample processes ----
@@ -296,25 +273,18 @@ def pytest_sessionstart(session: pytest.Session) -> Iterator[None]:
 def _counting(
     session: pytest.Session, state: Session, passed: tuple[str, ...], against: AgainstRun | None
 ) -> list[CountingPool]:
-    """The counting processes (--cnnperf-metric=instructions), started at the first count:
-    this checkout's, one per core (an xdist worker's: one), which count the tests to come
-    while they wait; and the revision's gated against."""
-    from .revision.base import BaseSampler
-    from .revision.counting import CountingPool, CountingRun, processes
+    """The counting processes (--cnnperf-metric=instructions), started at the first count."""
+    from .revision.counting import pools
 
     config = session.config
-
-    def start(run: CountingRun) -> BaseSampler:
-        return run.sampler(config, passed, state.sample_timeout)
 
     def upcoming() -> list[tuple[str, str]]:
         return [(item.nodeid, str(item.path)) for item in session.items if _is_benchmark(item)]
 
-    size = 1 if hasattr(config, "workerinput") else processes()
-    pools = [CountingPool([CountingRun() for _ in range(size)], start, upcoming)]
-    if against is not None:
-        pools.append(CountingPool([CountingRun(against)], start, list))
-    return pools
+    def start(run: CountingRun) -> BaseSampler:
+        return run.sampler(config, passed, state.sample_timeout)
+
+    return pools(start, upcoming, hasattr(config, "workerinput"), against)
 
 
 def _passed_on(config: pytest.Config) -> tuple[str, ...]:

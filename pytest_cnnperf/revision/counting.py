@@ -277,3 +277,40 @@ def processes() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
+
+
+def pools(
+    start: Callable[[CountingRun], BaseSampler],
+    upcoming: Callable[[], Sequence[tuple[str, str]]],
+    worker: bool,
+    against: AgainstRun | None,
+) -> list[CountingPool]:
+    """A session's counting processes: this checkout's, one per core (an xdist ``worker``'s:
+    one), which count the tests to come while they wait; and the revision's gated against."""
+    size = 1 if worker else processes()
+    found = [CountingPool([CountingRun() for _ in range(size)], start, upcoming)]
+    if against is not None:
+        found.append(CountingPool([CountingRun(against)], start, list))
+    return found
+
+
+def header(xdist: bool) -> str:
+    """How the session counts, for its header: by which Valgrind, with which kernels, in how
+    many processes (``xdist``: one per pytest-xdist worker)."""
+    command = shutil.which("valgrind")
+    if command is None:
+        return "throughput gated by instructions, but Valgrind is not installed (see below)"
+    try:
+        version = valgrind_version(command)
+    except InstructionsProblem as exc:
+        return f"throughput gated by instructions, but {exc}"
+    kernels = kernels_for(version).name
+    if xdist:
+        where = "one process per pytest-xdist worker"
+    else:
+        count = processes()
+        where = f"{count} process{'' if count == 1 else 'es'}, one per core"
+    return (
+        f"throughput gated by instructions, counted under Valgrind {version} with the {kernels} "
+        f"kernels in {where}; time is reported beside"
+    )
