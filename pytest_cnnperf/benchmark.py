@@ -14,14 +14,9 @@ import reprlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .measuring.batches import Unpacker, is_dataloader, loader_name, said_batch_size
 from .measuring.compiled import CompileRequest
-from .measuring.loader import (
-    LoopSpec,
-    Unpacker,
-    is_dataloader,
-    loader_name,
-    said_batch_size,
-)
+from .measuring.loader import LoopSpec
 from .measuring.workload import OPTIMIZERS, InferenceSpec, TrainSpec
 from .model import BenchConfig, CompileSetting, OptionValue
 from .model.config import LoaderSetting

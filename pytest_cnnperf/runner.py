@@ -29,7 +29,8 @@ from .gate.decide import kernels_differ
 from .gate.noise import benchmark_name
 from .gate.policy import Plan, uncountable
 from .gate.sequential import Gating, Reference, Saving
-from .measuring.loader import LoopSpec, as_unpacker, first_look, unpack_problem
+from .measuring.batches import as_unpacker, unpack_problem
+from .measuring.loader import LoopSpec, first_look
 from .measuring.workload import InferenceSpec, TrainSpec, Workload
 from .model import (
     BenchConfig,

@@ -28,14 +28,8 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from pytest_cnnperf import benchmark
 from pytest_cnnperf.benchmark import ArgumentProblem
-from pytest_cnnperf.measuring.loader import (
-    Feed,
-    LoopSpec,
-    build_loop,
-    children_cpu_s,
-    first_look,
-    unpack_problem,
-)
+from pytest_cnnperf.measuring.batches import unpack_problem
+from pytest_cnnperf.measuring.loader import Feed, LoopSpec, build_loop, children_cpu_s, first_look
 from pytest_cnnperf.measuring.timing import CpuClock, time_block
 from pytest_cnnperf.model import (
     Comparison,
