@@ -414,3 +414,25 @@ def test_a_profile_that_cannot_be_added_to_says_how_to_start_a_new_one(tmp_path:
         ["t.py"], 3, tmp_path, run=fake_runs([0, 0.05, 0.1]), instance="vm/a", replace=True
     )
     assert replaced.profile.runs == 3
+
+
+def test_a_benchmark_recorded_on_one_instance_takes_the_instances_part_of_the_kind() -> None:
+    """One benchmark recorded on two instances 8% apart, another on one: the second's term
+    holds the instances' part the first showed, and says where it came from."""
+    a = kept_runs(spread_levels(10, 0.02, 6), instance="vm/aaaa")
+    b = kept_runs([level + 0.08 for level in spread_levels(10, 0.02, 7)], instance="vm/bbbb")
+    alone = kept_runs(spread_levels(10, 0.02, 8), instance="vm/aaaa")
+    _, fitted = recording.profiles_of({QUIET_NET: [*a, *b], NOISY_NET: alone}, "t")
+    own = noise.fit_runs(alone, recorded="", command="")
+    (profile,) = [b.profile for name, b in fitted if name == NOISY_NET]
+    assert profile is not None
+    assert own.instances == profile.instances == 1
+    assert profile.instances_borrowed
+    assert profile.between > 2 * own.between
+    assert noise.term(profile, calibrated=False) > noise.term(own, calibrated=False)
+    assert recording.describe_benchmark(profile).endswith(
+        "over 10 runs on 1 instance (and the instances' part of the kind's other benchmarks)"
+    )
+    assert profile.describe().endswith(
+        "over 10 runs on 1 instance and the instances' part of the kind's other benchmarks"
+    )

@@ -12,6 +12,7 @@ the gate decides" page has the method, and the validation page what it gives.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -158,6 +159,9 @@ class Spread:
     value: float
     freedom: float
     modes: Modes | None = None
+    #: of its variance, the instances' part, with its degrees of freedom (0: one instance)
+    among: float = 0.0
+    among_freedom: float = 0.0
 
 
 def between_runs(levels: Sequence[float], own: Sequence[float], instances: Sequence[str]) -> Spread:
@@ -190,35 +194,55 @@ def between_runs(levels: Sequence[float], own: Sequence[float], instances: Seque
     instance_part = max((among - within) / typical, 0.0)
     variance = max(within - noise, 0.0) + instance_part
     if instance_part <= 0:
-        return Spread(math.sqrt(variance), n - k)
+        return Spread(math.sqrt(variance), n - k, among_freedom=k - 1.0)
     # the variance as (1/typical) among + (1 - 1/typical) within - noise: its parts' freedoms
     a, b = among / typical, (1 - 1 / typical) * within
     freedom = (a + b) ** 2 / (a**2 / (k - 1) + b**2 / (n - k))
-    return Spread(math.sqrt(variance), freedom)
+    return Spread(math.sqrt(variance), freedom, among=instance_part, among_freedom=k - 1.0)
 
 
-def fit_runs(runs: Sequence[NoiseRun], *, recorded: str, command: str) -> NoiseProfile:
-    """One benchmark's profile from its recorded runs (of any instances): its levels' spread as
-    measured and after dividing by the calibration's (:func:`between_runs`), the samples' own
-    noise taken out; the larger of the two modes' verdicts where the runs came in two."""
+def combined(parts: Sequence[tuple[float, float]]) -> float:
+    """The degrees of freedom of a sum of variances, each with its own (Satterthwaite)."""
+    total = sum(v for v, _ in parts)
+    spread = sum(v**2 / f for v, f in parts if v > 0 and f > 0)
+    return total**2 / spread if spread > 0 else max((f for _, f in parts), default=1.0)
+
+
+def usable_runs(runs: Sequence[NoiseRun]) -> list[NoiseRun]:
+    """The runs a profile can be fitted from: 3 or more, each of 2 samples or more."""
     usable = [r for r in runs if r.samples >= 2]
     if len(usable) < 3:
         raise ValueError(
             f"a noise profile needs at least 3 runs of each benchmark, with 2 samples or more "
             f"each; one benchmark has {len(usable)}"
         )
+    return usable
+
+
+def spreads(runs: Sequence[NoiseRun]) -> tuple[Spread, Spread | None]:
+    """A benchmark's between-run spreads as measured and, where every run timed the
+    calibration, after dividing by it (:func:`between_runs`)."""
+    usable = usable_runs(runs)
     instances = [r.instance for r in usable]
     own = [MEDIAN_VARIANCE * r.spread**2 / r.samples for r in usable]
     measured = between_runs([r.level for r in usable], own, instances)
-    calibrated: Spread | None = None
-    covered = None
     timed = [r for r in usable if r.calibration_level is not None and r.residual_spread is not None]
-    if len(timed) == len(usable):
-        residuals = [r.level - (r.calibration_level or 0.0) for r in usable]
-        own_residual = [
-            MEDIAN_VARIANCE * (r.residual_spread or 0.0) ** 2 / r.samples for r in usable
-        ]
-        calibrated = between_runs(residuals, own_residual, instances)
+    if len(timed) != len(usable):
+        return measured, None
+    residuals = [r.level - (r.calibration_level or 0.0) for r in usable]
+    own_residual = [MEDIAN_VARIANCE * (r.residual_spread or 0.0) ** 2 / r.samples for r in usable]
+    return measured, between_runs(residuals, own_residual, instances)
+
+
+def fit_runs(runs: Sequence[NoiseRun], *, recorded: str, command: str) -> NoiseProfile:
+    """One benchmark's profile from its recorded runs (of any instances): its levels' spread as
+    measured and after dividing by the calibration's (:func:`between_runs`), the samples' own
+    noise taken out; the larger of the two modes' verdicts where the runs came in two."""
+    usable = usable_runs(runs)
+    instances = [r.instance for r in usable]
+    measured, calibrated = spreads(usable)
+    covered = None
+    if calibrated is not None:
         cal_levels = [r.calibration_level or 0.0 for r in usable]
         covered = max(cal_levels) - min(cal_levels)
     # the modes the verdicts allow for: those of the spread they use (after calibration where
@@ -277,6 +301,86 @@ def widest(profiles: Sequence[NoiseProfile], *, recorded: str, command: str) -> 
         command=command,
         instances=max(p.instances for p in profiles),
         freedom=least,
+        seen=tuple(
+            (
+                term(p, calibrated=False),
+                term(p, calibrated=True) if p.between_calibrated is not None else None,
+                p.within,
+            )
+            for p in profiles
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class Instances:
+    """How much instances of a kind of machine differ, as its benchmarks recorded on several
+    showed (variances, log): as measured and after calibration, with their freedom."""
+
+    measured: float
+    calibrated: float | None
+    freedom: float
+
+
+def instances_of(series: Sequence[Sequence[NoiseRun]]) -> Instances | None:
+    """The largest instances' part of the benchmarks recorded on several instances (``None``:
+    none was)."""
+    found = []
+    for runs in series:
+        try:
+            measured, calibrated = spreads(runs)
+        except ValueError:
+            continue
+        if measured.among_freedom >= 1:
+            found.append((measured, calibrated))
+    if not found:
+        return None
+    every = all(c is not None for _, c in found)
+    return Instances(
+        measured=max(m.among for m, _ in found),
+        calibrated=max(c.among for _, c in found if c is not None) if every else None,
+        freedom=min(m.among_freedom for m, _ in found),
+    )
+
+
+def across_instances(profile: NoiseProfile, kind: Instances) -> NoiseProfile:
+    """A profile recorded on one instance, its term widened by the instances' part its kind's
+    other benchmarks showed: a baseline and a gated run often run on two instances."""
+    if profile.instances != 1:
+        return profile
+    own = profile.freedom or 1.0
+    between = math.sqrt(profile.between**2 + kind.measured)
+    freedom = combined([(profile.between**2, own), (kind.measured, kind.freedom)])
+    calibrated = profile.between_calibrated
+    if calibrated is not None and kind.calibrated is not None:
+        part = [(calibrated**2, own), (kind.calibrated, kind.freedom)]
+        freedom = min(freedom, combined(part))
+        calibrated = math.sqrt(calibrated**2 + kind.calibrated)
+    return dataclasses.replace(
+        profile,
+        between=between,
+        between_calibrated=calibrated,
+        freedom=freedom,
+        instances_borrowed=True,
+    )
+
+
+def for_unseen(profile: NoiseProfile, within: float) -> NoiseProfile:
+    """The kind's widest ``profile`` for a benchmark whose samples spread by ``within``: each
+    benchmark's term it was fitted from, widened where this one's samples spread more than that
+    benchmark's, the widest of them. A noisier benchmark drifts more: left out of its
+    recording, ResNet-18 (samples spread by 10 to 13%) moved 1.4 to 1.6 times as much between
+    runs as the widest of the small conv nets beside it (8 to 9%)."""
+    if profile.source != WIDEST or not profile.seen:
+        return profile
+    inflate = uncertainty(profile.freedom)
+    scales = [(m, c, max(1.0, within / w) if w > 0 else 1.0) for m, c, w in profile.seen]
+    measured = max(m * k for m, _, k in scales)
+    calibrated = None
+    if profile.between_calibrated is not None and all(c is not None for _, c, _ in scales):
+        calibrated = max((c or 0.0) * k for _, c, k in scales) / inflate
+    return dataclasses.replace(
+        profile, between=measured / inflate, between_calibrated=calibrated, within=within
     )
 
 

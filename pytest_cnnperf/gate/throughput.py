@@ -352,7 +352,9 @@ def judge_throughput(
     the between-run spread the profile recorded). A drift beyond what the profile has seen, a
     calibration noisier than the threshold, and disturbed samples veto a verdict, ok too.
     ``cap``: the samples at the last look, to say whether more could settle it."""
-    profile = profile or noise.default(device)
+    profile = noise.for_unseen(
+        profile or noise.default(device), noise.spread(steady(baseline).step_times)
+    )
     reasons: list[Reason] = []
     flags = disturbed(measurement)
     # the machine's speed from the samples nothing else disturbed, on both sides: a disturbed

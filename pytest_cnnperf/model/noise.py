@@ -54,6 +54,9 @@ class NoiseProfile:
     #: the effective degrees of freedom of the between-run spreads (``None``: a profile of
     #: version 1, whose runs per benchmark were not kept)
     freedom: NonNegative | None = None
+    #: its runs came from one instance: the instances' part of its spreads is the one the
+    #: kind's benchmarks recorded on several showed
+    instances_borrowed: bool = False
     #: the speeds its runs came in: 2 where they split into two groups far apart
     modes: Count = 1
     #: with two modes, how far apart their centres are (log), and how many runs were faster
@@ -62,6 +65,9 @@ class NoiseProfile:
     #: a run's samples' step times over their own calibration's, around their median (the
     #: median over the runs; ``None``: not recorded, taken as the two spreads added)
     residual_within: NonNegative | None = None
+    #: as the kind's widest: each benchmark's terms (as measured, and after calibration where
+    #: recorded) and its samples' spread, by which a benchmark it never saw is scaled
+    seen: tuple[tuple[float, float | None, float], ...] = ()
 
     def describe(self, calibrated: bool = False, term: float | None = None) -> str:
         """``runs differ by 1.5% after calibration, recorded on 2026-12-04 over 30 runs on 2
@@ -80,6 +86,8 @@ class NoiseProfile:
         where = ""
         if self.instances:
             where = f" on {self.instances} instance{'' if self.instances == 1 else 's'}"
+        if self.instances_borrowed:
+            where += " and the instances' part of the kind's other benchmarks"
         recorded = f"recorded{when} over {self.runs} runs{where}"
         if self.source == WIDEST:
             return f"{said}, the widest of {self.benchmarks} benchmarks {recorded}"

@@ -26,7 +26,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..gate.noise import Run, benchmark_name, fit_runs, summarise, term, widest
+from ..gate.noise import (
+    Run,
+    across_instances,
+    benchmark_name,
+    fit_runs,
+    instances_of,
+    summarise,
+    term,
+    widest,
+)
 from ..model import NoiseProfile, Result, units
 from ..model.noise import BenchmarkNoise, NoiseRun
 from ..store import noise as noise_file
@@ -126,12 +135,15 @@ def profiles_of(
 ) -> tuple[NoiseProfile, tuple[tuple[str, BenchmarkNoise], ...]]:
     """Each benchmark's profile fitted from its runs, and the kind's widest."""
     when = _now()
+    kind = instances_of(list(runs.values()))
     fitted: list[tuple[str, BenchmarkNoise]] = []
     for name, series in sorted(runs.items()):
         try:
             profile: NoiseProfile | None = fit_runs(series, recorded=when, command=command)
         except ValueError:  # too few runs yet: kept, to be fitted once there are enough
             profile = None
+        if profile is not None and kind is not None:
+            profile = across_instances(profile, kind)
         fitted.append((name, BenchmarkNoise(profile, tuple(series))))
     profiles = [b.profile for _, b in fitted if b.profile is not None]
     if not profiles:
@@ -258,6 +270,8 @@ def describe_benchmark(p: NoiseProfile) -> str:
     if p.between_calibrated is not None:
         said += f", {units.percent(term(p, calibrated=True))} after calibration"
     said += f", over {p.runs} runs on {p.instances} instance{'' if p.instances == 1 else 's'}"
+    if p.instances_borrowed:
+        said += " (and the instances' part of the kind's other benchmarks)"
     if p.modes > 1 and p.mode_gap is not None:
         said += (
             f"; two speeds {units.percent(math.exp(p.mode_gap) - 1)} apart ({p.fast_runs} of "
