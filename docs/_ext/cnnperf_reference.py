@@ -518,6 +518,9 @@ def reachable(root: type) -> list[type]:
             for arg in args:
                 if arg is not Ellipsis:
                     walk(arg)
+        elif isinstance(tp, type) and "kinds" in vars(tp):  # a base that lists its kinds
+            for kind in tp.kinds():
+                walk(kind)
         elif _is_dataclass(tp) and tp not in seen:
             seen.append(tp)
             hints = typing.get_type_hints(tp, include_extras=True)
@@ -533,9 +536,9 @@ def reachable(root: type) -> list[type]:
 
 
 def reasons() -> tuple[type, ...]:
-    from pytest_cnnperf.model import decision
+    from pytest_cnnperf.model import Reason
 
-    return typing.get_args(decision.Reason)
+    return Reason.kinds()
 
 
 def _format_anchor(cls: type) -> str:

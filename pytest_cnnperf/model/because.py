@@ -13,11 +13,27 @@ def plural(count: int, noun: str) -> str:
 
 class Because:
     """What every reason has: its ``kind`` in files, its sentence (``str(reason)``), and, for
-    the reasons that fail a compiled benchmark, what failed it (``fails``: ``graph breaks``)."""
+    the reasons that fail a compiled benchmark, what failed it (``fails``: ``graph breaks``).
+    A reason is one by being a subclass with a ``kind``: files and the manual know it from
+    :meth:`kinds`, which lists them all in the order they are defined."""
 
     kind: ClassVar[str]
     #: the failure a compiled benchmark's reason stands for, named as a failure message says it
     fails: ClassVar[str | None] = None
+    _kinds: ClassVar[dict[str, type[Because]]] = {}
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "kind" in vars(cls):
+            if cls.kind in Because._kinds:
+                raise TypeError(f"two reasons of kind {cls.kind!r}")
+            Because._kinds[cls.kind] = cls
+
+    @classmethod
+    def kinds(cls) -> tuple[type[Because], ...]:
+        """Every reason, in the order they are defined (``model.conditions``, then
+        ``model.findings``)."""
+        return tuple(Because._kinds.values())
 
     def __str__(self) -> str:
         raise NotImplementedError

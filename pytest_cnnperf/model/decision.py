@@ -5,85 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .because import Because
 from .comparison import Comparison, CompileComparison, Verdict
-from .conditions import (
-    CalibrationChanged,
-    Disturbed,
-    DriftUncovered,
-    ImpreciseBaseline,
-    MachineDrift,
-    NoBaseline,
-    NoisyCalibration,
-    NotAtRevision,
-    NotSaved,
-    OtherKernels,
-    Remark,
-    SamplingChanged,
-    SoftwareChanged,
-    TwoSpeeds,
-    UnequalPairs,
-    Unprofiled,
-    UntrustworthyGpu,
-    Unvouched,
-)
-from .findings import (
-    ComputesOtherwise,
-    CountedElsewhere,
-    CountedOtherwise,
-    CountsMoved,
-    Creep,
-    CudaGraphsSkipped,
-    NewGraphBreaks,
-    NoCounts,
-    NoProfile,
-    NotCounted,
-    OperatorCountsChanged,
-    ProfileFailed,
-    Recompiled,
-    SlowerCompile,
-    StructureChanged,
-    StructureRegressed,
-)
+from .conditions import NoBaseline, Remark
+from .findings import ComputesOtherwise, Creep, StructureRegressed
 from .identity import Against
 from .profile import Attribution
 from .sample import Measurement
 
-Reason = (
-    NoBaseline
-    | NotAtRevision
-    | MachineDrift
-    | DriftUncovered
-    | Unvouched
-    | Unprofiled
-    | TwoSpeeds
-    | NoisyCalibration
-    | CalibrationChanged
-    | SoftwareChanged
-    | Disturbed
-    | UnequalPairs
-    | UntrustworthyGpu
-    | SamplingChanged
-    | NewGraphBreaks
-    | Recompiled
-    | SlowerCompile
-    | CudaGraphsSkipped
-    | Creep
-    | NoProfile
-    | ProfileFailed
-    | ImpreciseBaseline
-    | NoCounts
-    | CountedOtherwise
-    | CountedElsewhere
-    | CountsMoved
-    | OperatorCountsChanged
-    | StructureRegressed
-    | StructureChanged
-    | NotCounted
-    | ComputesOtherwise
-    | OtherKernels
-    | NotSaved
-    | Remark
-)
+#: a decision's reason: any :class:`Because` with a ``kind``, ``model.conditions``' and
+#: ``model.findings``' (imported above: ``Because.kinds()`` lists them once they are defined)
+Reason = Because
 
 
 def failure_of(reason: Reason) -> str | None:

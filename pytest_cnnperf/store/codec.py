@@ -2,7 +2,8 @@
 
 A dataclass is written as an object of its fields, leaving out those equal to their default,
 with the properties its ``DERIVED`` names beside them (for a reader of the file; never read
-back); a member of a union of dataclasses carries its ``kind``. A tuple of ``(name, value)``
+back); a member of a union of dataclasses, or of a base that lists its subclasses
+(``kinds()``: a decision's reasons), carries its ``kind``. A tuple of ``(name, value)``
 pairs is written as an object. Reading checks each value against its type and against the
 range check of its ``Annotated`` metadata (``model.values``), and refuses a bad one with its
 path in the file: ``entries['test_a']['...'].measurement.samples[2].step_time_s: expected a
@@ -240,7 +241,8 @@ class ObjectOf(Codec):
 
 
 class OneOf(Codec):
-    """A member of a union of dataclasses, each with its ``kind``."""
+    """A member of a union of dataclasses, or a subclass of a base that lists them
+    (``kinds()``), each with its ``kind``."""
 
     def __init__(self, classes: tuple[type, ...]) -> None:
         self.classes = {cls.kind: cls for cls in classes}  # type: ignore[attr-defined]
@@ -295,6 +297,8 @@ def codec_for(tp: Any) -> Codec:
         return EnumOf(tp)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return ObjectOf(tp)
+    if isinstance(tp, type) and hasattr(tp, "kinds"):  # a base whose subclasses name a kind
+        return OneOf(tp.kinds())
     scalars = {str: STR, bool: BOOL, int: INT, float: FLOAT}
     if tp in scalars:
         return scalars[tp]
