@@ -436,3 +436,23 @@ def test_a_benchmark_recorded_on_one_instance_takes_the_instances_part_of_the_ki
     assert profile.describe().endswith(
         "over 10 runs on 1 instance and the instances' part of the kind's other benchmarks"
     )
+
+
+def test_refit_fits_every_profile_again_from_its_runs_measuring_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recording.record(["t.py"], 4, tmp_path, run=fake_runs([0, 0.05, -0.05, 0.1]), instance="a")
+    before = noise_file.read_file(tmp_path, ENV.machine)
+    assert main(["noise", "--refit", "--baselines", str(tmp_path)]) == 0
+    after = noise_file.read_file(tmp_path, ENV.machine)
+    assert before is not None
+    assert after is not None
+    assert [b.runs for _, b in after.benchmarks] == [b.runs for _, b in before.benchmarks]
+    assert capsys.readouterr().out.startswith(
+        f"{ENV.machine}: fitted again from the 4 runs it holds\n"
+    )
+    assert main(["noise", "--refit", "--baselines", str(tmp_path / "none")]) == 2
+    assert capsys.readouterr().err == (
+        f"cnnperf noise: no noise profile under {tmp_path / 'none'} to fit again; record one: "
+        "cnnperf noise -- PYTEST_ARGS\n"
+    )

@@ -59,6 +59,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
                 stream,
                 instance=args.instance,
                 replace=args.replace,
+                refit=args.refit,
             )
         lines, status = _run(args)
     except (Problem, history.CommandProblem, runs.RunProblem) as exc:

@@ -277,7 +277,7 @@ def _noise_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     noise = commands.add_parser(
         "noise",
         usage="cnnperf noise [-h] [--runs N] [--baselines DIR] [--instance NAME] [--replace] "
-        "[--record FILE] -- PYTEST_ARGS",
+        "[--record FILE] -- PYTEST_ARGS\n       cnnperf noise --refit [--baselines DIR]",
         help="Record how much this kind of machine's runs differ: its noise profile",
         description="Run the benchmarks the pytest arguments select again and again (pytest "
         "--cnnperf --cnnperf-save into a folder of its own: your baselines are not touched), "
@@ -313,6 +313,12 @@ def _noise_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         metavar="FILE",
         type=Path,
         help="Also keep every run's samples in FILE, added to those it holds",
+    )
+    noise.add_argument(
+        "--refit",
+        action="store_true",
+        help="Measure nothing: fit every profile under the baselines folder again from the runs "
+        "it holds (after an upgrade of pytest-cnnperf)",
     )
 
 

@@ -32,9 +32,18 @@ def noise(
     *,
     instance: str | None = None,
     replace: bool = False,
+    refit: bool = False,
 ) -> int:
-    """``cnnperf noise``: a line a run, then the profile written."""
-
+    """``cnnperf noise``: a line a run, then the profile written; ``refit``: every profile
+    under ``baselines`` fitted again, measuring nothing."""
+    if refit:
+        try:
+            fitted = noise_run.refit(baselines)
+        except noise_run.NoiseProblem as exc:
+            raise RunProblem(str(exc)) from None
+        for each in fitted:
+            stream.write("\n".join(noise_run.lines(each)) + "\n")
+        return 0
     if not pytest_args:
         raise RunProblem(
             "give the pytest arguments that select the benchmarks after --, e.g. cnnperf noise "

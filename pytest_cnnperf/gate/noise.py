@@ -306,6 +306,7 @@ def widest(profiles: Sequence[NoiseProfile], *, recorded: str, command: str) -> 
                 term(p, calibrated=False),
                 term(p, calibrated=True) if p.between_calibrated is not None else None,
                 p.within,
+                p.residual_within,
             )
             for p in profiles
         ),
@@ -365,20 +366,28 @@ def across_instances(profile: NoiseProfile, kind: Instances) -> NoiseProfile:
     )
 
 
-def for_unseen(profile: NoiseProfile, within: float) -> NoiseProfile:
-    """The kind's widest ``profile`` for a benchmark whose samples spread by ``within``: each
-    benchmark's term it was fitted from, widened where this one's samples spread more than that
-    benchmark's, the widest of them. A noisier benchmark drifts more: left out of its
-    recording, ResNet-18 (samples spread by 10 to 13%) moved 1.4 to 1.6 times as much between
-    runs as the widest of the small conv nets beside it (8 to 9%)."""
+def for_unseen(profile: NoiseProfile, within: float, residual: float | None) -> NoiseProfile:
+    """The kind's widest ``profile`` for a benchmark whose samples spread by ``within`` (and,
+    over their calibrations, by ``residual``): each benchmark's term it was fitted from, widened
+    where this one's samples spread more than that benchmark's did, the widest of them. A
+    noisier benchmark drifts more: left out of its recording, ResNet-18 (samples spread by 10
+    to 13%) moved 1.4 to 1.6 times as much between runs as the widest of the small conv nets
+    beside it (8 to 9%)."""
     if profile.source != WIDEST or not profile.seen:
         return profile
+
+    def scale(this: float | None, theirs: float | None) -> float:
+        return max(1.0, this / theirs) if this and theirs else 1.0
+
     inflate = uncertainty(profile.freedom)
-    scales = [(m, c, max(1.0, within / w) if w > 0 else 1.0) for m, c, w in profile.seen]
-    measured = max(m * k for m, _, k in scales)
+    measured = max(m * scale(within, w) for m, _, w, _ in profile.seen)
     calibrated = None
-    if profile.between_calibrated is not None and all(c is not None for _, c, _ in scales):
-        calibrated = max((c or 0.0) * k for _, c, k in scales) / inflate
+    if profile.between_calibrated is not None and all(c is not None for _, c, _, _ in profile.seen):
+        calibrated = max(
+            (c or 0.0) * scale(residual, r) if r is not None else (c or 0.0) * scale(within, w)
+            for _, c, w, r in profile.seen
+        )
+        calibrated /= inflate
     return dataclasses.replace(
         profile, between=measured / inflate, between_calibrated=calibrated, within=within
     )

@@ -310,6 +310,15 @@ def drift_variance(drift: MachineDrift) -> float:
     return math.inf if half is None else (half / noise.DRIFT_Z) ** 2
 
 
+def residual_spread(measurement: Measurement) -> float | None:
+    """The spread of a run's step times over their own samples' calibration times (``None``:
+    not every sample timed one)."""
+    pairs = [(s.step_time_s, s.calibration_s) for s in measurement.samples]
+    if len(pairs) < 2 or any(not c for _, c in pairs):
+        return None
+    return noise.spread([step / (c or 1.0) for step, c in pairs])
+
+
 def per_sample(
     baseline: Measurement,
     measurement: Measurement,
@@ -352,8 +361,11 @@ def judge_throughput(
     the between-run spread the profile recorded). A drift beyond what the profile has seen, a
     calibration noisier than the threshold, and disturbed samples veto a verdict, ok too.
     ``cap``: the samples at the last look, to say whether more could settle it."""
+    quiet_base = steady(baseline)
     profile = noise.for_unseen(
-        profile or noise.default(device), noise.spread(steady(baseline).step_times)
+        profile or noise.default(device),
+        noise.spread(quiet_base.step_times),
+        residual_spread(quiet_base),
     )
     reasons: list[Reason] = []
     flags = disturbed(measurement)

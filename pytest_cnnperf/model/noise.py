@@ -66,8 +66,9 @@ class NoiseProfile:
     #: median over the runs; ``None``: not recorded, taken as the two spreads added)
     residual_within: NonNegative | None = None
     #: as the kind's widest: each benchmark's terms (as measured, and after calibration where
-    #: recorded) and its samples' spread, by which a benchmark it never saw is scaled
-    seen: tuple[tuple[float, float | None, float], ...] = ()
+    #: recorded) and its samples' spreads (as measured, over their calibrations), by which a
+    #: benchmark it never saw is scaled
+    seen: tuple[tuple[float, float | None, float, float | None], ...] = ()
 
     def describe(self, calibrated: bool = False, term: float | None = None) -> str:
         """``runs differ by 1.5% after calibration, recorded on 2026-12-04 over 30 runs on 2

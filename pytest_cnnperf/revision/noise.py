@@ -217,6 +217,35 @@ def record(
     return Recorded(profile, machine, path, new, benchmarks, instance, held)
 
 
+def refit(baselines: Path) -> list[Recorded]:
+    """Fit every noise profile under ``baselines`` again from the runs it holds, measuring
+    nothing: after an upgrade of pytest-cnnperf that fits them otherwise."""
+    found = []
+    for path in sorted(baselines.glob(f"*/{noise_file.FILE_NAME}")):
+        machine = path.parent.name
+        try:
+            document = noise_file.read_file(baselines, machine)
+        except noise_file.NoiseProfileError as exc:
+            raise NoiseProblem(f"{exc}; or record it again with --replace") from None
+        assert document is not None
+        runs = {name: list(b.runs) for name, b in document.benchmarks if b.runs}
+        if not runs:
+            raise NoiseProblem(
+                f"{path} keeps no runs to fit again (a profile of version 1); record it again: "
+                "cnnperf noise --replace -- PYTEST_ARGS"
+            )
+        command = document.profile.command or "cnnperf noise"
+        profile, benchmarks = profiles_of(runs, command)
+        written = noise_file.write(baselines, document.machine, profile, benchmarks)
+        found.append(Recorded(profile, document.machine, written, {}, benchmarks, "", 0))
+    if not found:
+        raise NoiseProblem(
+            f"no noise profile under {baselines} to fit again; record one: cnnperf noise -- "
+            "PYTEST_ARGS"
+        )
+    return found
+
+
 def _earlier(
     baselines: Path, machine: str, kept: dict[str, list[dict[str, Any]]], replace: bool
 ) -> dict[str, list[NoiseRun]]:
@@ -246,6 +275,8 @@ def lines(found: Recorded) -> list[str]:
     out = [
         f"{found.machine}: {sum(map(len, found.runs.values()))} runs recorded on instance "
         f"{found.instance}, {added}"
+        if found.instance
+        else f"{found.machine}: fitted again from the {p.runs} runs it holds"
     ]
     for name, benchmark in found.benchmarks:
         if benchmark.profile is None:
