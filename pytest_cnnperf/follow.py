@@ -12,6 +12,7 @@ import dataclasses
 import datetime
 import os
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 from .gate.policy import COUNTED_STEPS
@@ -31,6 +32,8 @@ class Sources:
     base: Sampler | None = None
     counting: Callable[[], Sampler] | None = None
     counting_base: Callable[[], Sampler] | None = None
+    #: keeps the counting processes still while samples are timed
+    held: Callable[[], AbstractContextManager[None]] = nullcontext
 
 
 def follow(
@@ -45,12 +48,14 @@ def follow(
     while step is not None:
         if step.paired and base is not None:
             first = len(taken), len(base_taken)
-            base = _take_pairs(target, step, course, sources.sampler, base, taken, base_taken)
+            with sources.held():
+                base = _take_pairs(target, step, course, sources.sampler, base, taken, base_taken)
             if step.instructions and base is not None:  # each side counted once
                 _with_counts(taken, first[0], _count(target, sources.counting))
                 _with_counts(base_taken, first[1], _count(target, sources.counting_base))
         else:
-            batch = sources.sampler.take(_asked(target, step), step.samples)
+            with sources.held():
+                batch = sources.sampler.take(_asked(target, step), step.samples)
             if step.instructions and batch:  # kept with the batch's first sample
                 _with_counts(batch, 0, _count(target, sources.counting))
             taken += batch

@@ -9,6 +9,7 @@ call (CONTRIBUTING.md has the map).
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -307,7 +308,12 @@ def _sides(config: pytest.Config, state: Session) -> Sides:
     def counter(index: int) -> Callable[[], Sampler] | None:
         return (lambda: pools[index]) if index < len(pools) else None
 
-    return Sides(against, counter(0), counter(1))
+    def held() -> AbstractContextManager[None]:
+        from .revision.counting import held
+
+        return held(pools)
+
+    return Sides(against, counter(0), counter(1), held)
 
 
 def _sample_process(session: pytest.Session, job: Job) -> None:

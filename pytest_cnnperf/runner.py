@@ -15,6 +15,7 @@ import hashlib
 import os
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
@@ -97,6 +98,8 @@ class Sides:
     against: AgainstRun | None = None
     counting: Callable[[], Sampler] | None = None
     counting_base: Callable[[], Sampler] | None = None
+    #: keeps the counting processes still while a test's samples are timed
+    held: Callable[[], AbstractContextManager[None]] = nullcontext
 
 
 class CnnPerf:
@@ -401,7 +404,7 @@ class CnnPerf:
         try:
             course, base = self._course(site, world_size, profiled)
             sides = self._sides
-            sources = Sources(self._sampler, base, sides.counting, sides.counting_base)
+            sources = Sources(self._sampler, base, sides.counting, sides.counting_base, sides.held)
             result = follow(config, self._location.nodeid, target, course, sources)
             if plan.save and result.verdict is Verdict.SAVED:
                 self._session.queue_baseline(self._location, result)

@@ -9,6 +9,7 @@ import json
 import os
 import platform
 import shutil
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -542,3 +543,28 @@ def test_a_counting_process_that_cannot_count_fails_its_benchmark_and_saves_noth
         )
     assert "Traceback" not in counted.stdout.str()
     assert not list(pytester.path.rglob("test_tiny.json"))
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+def test_the_counting_processes_are_stopped_while_a_test_is_timed() -> None:
+    """Held: the counting process and every process under it stopped; after: running again."""
+    tree = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30 & wait"])
+    try:
+        deadline = time.monotonic() + 10
+        while len(counting.descendants(tree.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        pids = [tree.pid, *counting.descendants(tree.pid)]
+        assert len(pids) == 3
+        run = CountingRun()
+        run.processes = lambda: pids  # type: ignore[method-assign]
+        pool = CountingPool([run], lambda run: None, list)  # type: ignore[arg-type,return-value]
+        with counting.held([pool]):
+            assert [_state(pid) for pid in pids] == ["T"] * 3
+        assert "T" not in [_state(pid) for pid in pids]
+    finally:
+        tree.kill()
+        tree.wait()

@@ -276,6 +276,11 @@ class BaseSide:
             self._sampler = BaseSampler(zygote, timeout, self.worktree)
         return self._sampler
 
+    @property
+    def pid(self) -> int | None:
+        """The base process's id (``None``: none was started, or it was closed)."""
+        return self._process.pid if self._process is not None else None
+
     def _exited(self) -> bool:
         return self._process is not None and self._process.poll() is not None
 

@@ -17,10 +17,13 @@ from __future__ import annotations
 import os
 import platform
 import shutil
+import signal
 import tempfile
 import threading
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -94,9 +97,7 @@ def under_callgrind(how: Launch, folder: Path) -> Launch:
     except InstructionsProblem as exc:
         raise BaseProblem(str(exc)) from None
     pinned = environment(folder, version, {**os.environ, **how.env})
-    # at the lowest priority: a count taken ahead (CountingPool) waits while a test is timed
-    arguments = ["nice", "-n", "19", "setarch", platform.machine(), "-R", command, "-q"]
-    arguments += CALLGRIND
+    arguments = ["setarch", platform.machine(), "-R", command, "-q", *CALLGRIND]
     arguments.append(f"--callgrind-out-file={folder}/cg.%p")
     return Launch((*arguments, *how.command), how.cwd, {**how.env, **pinned})
 
@@ -130,6 +131,11 @@ class CountingRun:
             self.side = BaseSide.start(against, tree, option, how, threads=1)
         return self.side.sampler(timeout)
 
+    def processes(self) -> list[int]:
+        """The counting process and every process under it (its zygote, a count's process)."""
+        pid = self.side.pid if self.side is not None else None
+        return [pid, *descendants(pid)] if pid is not None else []
+
     def close(self) -> None:
         if self.side is not None:
             self.side.close()
@@ -155,8 +161,8 @@ class CountingPool:
     step a test asks for and, while the others count or a test is timed, the first benchmark
     of a test still to come, so that a session's counts take every core. A count depends on the
     code alone, so one taken ahead stands for the test's when the test makes the same call
-    (``Site.key`` tells). The processes run at the lowest priority (nice 19): a count taken
-    ahead waits while a test's own samples are timed. Under pytest-xdist each worker counts
+    (``Site.key`` tells). While a test's own samples are timed, the counting processes are
+    stopped (:meth:`held`), so that no count disturbs a time. Under pytest-xdist each worker counts
     its own tests in one process, taking none ahead (which tests a worker runs is decided as
     it goes)."""
 
@@ -257,6 +263,23 @@ class CountingPool:
             except BaseException as exc:  # the asker raises it, or asks again
                 count.future.set_exception(exc)
 
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Stop the counting processes (``SIGSTOP``) while the block runs, and continue them
+        after: a count in flight waits while a test's samples are timed. A process forked
+        while they are stopped is stopped too."""
+        stopped: list[int] = []
+        try:
+            for _ in range(2):  # again: one may have forked a count's process meanwhile
+                for pid in [p for run in self._runs for p in run.processes()]:
+                    if pid not in stopped and _signal(pid, signal.SIGSTOP):
+                        stopped.append(pid)
+            _until_stopped(stopped)
+            yield
+        finally:
+            for pid in stopped:
+                _signal(pid, signal.SIGCONT)
+
     def close(self) -> None:
         """End the counting processes; a count in flight ends with them."""
         with self._changed:
@@ -314,3 +337,57 @@ def header(xdist: bool) -> str:
         f"throughput gated by instructions, counted under Valgrind {version} with the {kernels} "
         f"kernels in {where}; time is reported beside"
     )
+
+
+@contextmanager
+def held(pools: Sequence[CountingPool]) -> Iterator[None]:
+    """Every pool's counting processes stopped while the block runs (``CountingPool.held``)."""
+    with ExitStack() as stack:
+        for pool in pools:
+            stack.enter_context(pool.held())
+        yield
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes under ``pid``, children first, as /proc says now (none off Linux)."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # it ended meanwhile
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        children = parents.get(todo.pop(0), [])
+        found += children
+        todo += children
+    return found
+
+
+#: how long stopping the counting processes may take to show in /proc
+STOP_WAIT_S = 2.0
+
+
+def _until_stopped(pids: Sequence[int]) -> None:
+    """Wait until every one of ``pids`` is stopped (or ended): a signal lands when the process
+    is next scheduled."""
+    deadline = time.monotonic() + STOP_WAIT_S
+    for pid in pids:
+        while time.monotonic() < deadline:
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                break  # ended, or no /proc
+            if state in ("T", "t", "Z", "X"):
+                break
+            time.sleep(0.001)
+
+
+def _signal(pid: int, sent: int) -> bool:
+    """Send ``sent`` to ``pid``; ``False`` where it has ended."""
+    try:
+        os.kill(pid, sent)
+    except ProcessLookupError:
+        return False
+    return True
