@@ -384,7 +384,9 @@ def test_a_save_keeps_the_counts_taken_under_valgrind_with_the_baseline(
     version = instructions.valgrind_version(counting.valgrind())
     kernels = instructions.kernels_for(version)
     assert counts["counter"] == {"valgrind": version, "kernels": kernels.name, "arch": "x86_64"}
-    assert counts["capability"] == kernels.env["ATEN_CPU_CAPABILITY"].upper()
+    # torch 2.5 (the floor) names the default capability "NO AVX"
+    pinned = kernels.env["ATEN_CPU_CAPABILITY"].upper()
+    assert counts["capability"] in ({pinned, "NO AVX"} if pinned == "DEFAULT" else {pinned})
     assert any(o["name"] == "aten::convolution_backward" for o in counts["operators"])
     assert ENV.machine  # the kind of machine the counts are kept under is this one's
 
