@@ -321,4 +321,5 @@ def argtype(parse: Callable[[object], T]) -> Callable[[str], T]:
 
 
 def percent(value: float) -> str:
+    """A fraction as people read it: ``0.1`` is ``10%``, ``0.025`` is ``2.5%``."""
     return f"{value * 100:.1f}%".replace(".0%", "%")

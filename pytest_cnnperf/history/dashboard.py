@@ -5,7 +5,7 @@ throughput) linking to one page per series: throughput and peak memory over the 
 points and environment changes marked and the creep window shaded, then the findings and runs as
 tables. Charts are drawn by matplotlib as SVG and put inline: no script, no stylesheet or font to
 fetch, so the site works offline and the same history gives the same files. matplotlib is the
-``plot`` extra, imported only here; pyplot is never used.
+``plot`` extra, imported only when drawing (``reports.plot.figure_class``); pyplot is never used.
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from ..model import units
+from ..reports import plot
 from .series import Analysis
 from .views import change_point_line, creep_line, when
-
-INSTALL = "pip install 'pytest-cnnperf[plot]'"
 
 THROUGHPUT = "#3b75af"
 MEMORY = "#6a8f3a"
@@ -53,16 +52,8 @@ class DashboardError(Exception):
     """The dashboard cannot be made; the message says why and what to do."""
 
 
-def _matplotlib() -> Any:
-    try:
-        import matplotlib
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise DashboardError(
-            f"the dashboard is drawn with matplotlib, which is not installed; install it with "
-            f"{INSTALL}"
-        ) from None
-    return matplotlib, Figure
+def _figure_class() -> Any:
+    return plot.figure_class("the dashboard is drawn with", DashboardError)
 
 
 def _svg(fig: Any) -> str:
@@ -100,7 +91,7 @@ def chart(analysis: Analysis) -> str:
     over the runs, change points and environment changes marked, the creep window shaded."""
     from ..model import Spread
 
-    _, figure_class = _matplotlib()
+    figure_class = _figure_class()
     series = analysis.series
     points = series.points
     n = len(points)
@@ -189,9 +180,7 @@ def chart(analysis: Analysis) -> str:
     if has_memory:
         mem = fig.add_subplot(grid[1], sharex=ax)
         peaks = [p.peak_bytes for p in points]
-        scale, unit = (
-            (1 << 30, "GiB") if max(b or 0 for b in peaks) >= 1 << 30 else (1 << 20, "MiB")
-        )
+        scale, unit = units.byte_unit(max(b or 0 for b in peaks), least="MiB")
         mem.plot(
             [r for r, b in zip(runs, peaks, strict=True) if b is not None],
             [b / scale for b in peaks if b is not None],
@@ -252,7 +241,7 @@ def _environment_marks(axes: Sequence[Any], analysis: Analysis, labels: bool = T
 
 def sparkline(analysis: Analysis) -> str:
     """A small chart of the throughput for the summary table."""
-    _, figure_class = _matplotlib()
+    figure_class = _figure_class()
     fig = figure_class(figsize=(2.5, 0.58), dpi=72)
     ax = fig.add_axes((0.01, 0.08, 0.98, 0.84))
     values = analysis.series.throughputs
@@ -392,7 +381,7 @@ def write(
     folder: Path, analyses: Sequence[Analysis], target: str, runs: int, generated: str
 ) -> list[Path]:
     """Write the site into ``folder``; returns the files written, ``index.html`` first."""
-    _matplotlib()
+    _figure_class()
     if folder.exists() and not folder.is_dir():
         raise DashboardError(f"{folder} is a file; give a folder for the dashboard")
     folder.mkdir(parents=True, exist_ok=True)

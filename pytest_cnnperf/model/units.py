@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import math
 
+# the setting's help text shows a percentage at pytest's start, which must not load the model
+from ..parsers import percent as percent
+
+#: binary units of bytes, largest first
+_BYTE_UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1))
+
 
 def seconds(value: float | None) -> str:
     if value is None or math.isnan(value):
@@ -25,13 +31,19 @@ def rate(value: float | None, unit: str = "images") -> str:
     return f"{value:.2f} {unit}/s"
 
 
+def byte_unit(value: float, least: str = "B") -> tuple[int, str]:
+    """The largest unit ``value`` reaches, ``least`` at the smallest: ``(1 << 20, "MiB")``."""
+    for unit, size in _BYTE_UNITS:
+        if value >= size or unit == least:
+            return size, unit
+    return 1, "B"
+
+
 def nbytes(value: float | None) -> str:
     if value is None:
         return "-"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(value) >= size:
-            return f"{value / size:.1f} {unit}"
-    return f"{value:.0f} B"
+    size, unit = byte_unit(abs(value))
+    return f"{value:.0f} B" if size == 1 else f"{value / size:.1f} {unit}"
 
 
 def change(value: float | None) -> str:
@@ -51,10 +63,6 @@ def count(value: float | None) -> str:
         if value >= size:
             return f"{_three(value / size)} {prefix}"
     return f"{value:.0f}"
-
-
-def percent(value: float) -> str:
-    return f"{value * 100:.1f}%".replace(".0%", "%")
 
 
 def flops(value: float | None) -> str:

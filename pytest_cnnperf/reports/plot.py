@@ -1,8 +1,9 @@
 """``--cnnperf-plot`` and ``cnnperf plot``: throughput and memory against the baselines, and the
 speedup of each mode where a run covers several, as a PNG or SVG.
 
-matplotlib is an optional extra (``pip install 'pytest-cnnperf[plot]'``), imported only here and
-only when a plot is drawn; pyplot is never used, so no global backend or figure state changes.
+matplotlib is an optional extra (``pip install 'pytest-cnnperf[plot]'``), imported only here (for
+the dashboard's charts too) and only when something is drawn; pyplot is never used, so no global
+backend or figure state changes.
 """
 
 from __future__ import annotations
@@ -119,22 +120,16 @@ def picture(
     return Picture(tuple(benches), modes.build(measured, reference), title, subtitle)
 
 
-def _matplotlib() -> Any:
+def figure_class(needs: str = "drawing a plot needs", error: type[Exception] = PlotError) -> Any:
+    """matplotlib's Figure, imported when a drawing needs it (the plot's, the dashboard's);
+    without matplotlib, ``error`` says what needed it and how to install it."""
     try:
         from matplotlib.figure import Figure
     except ImportError:
-        raise PlotError(
-            f"drawing a plot needs matplotlib, which is not installed; install it with {INSTALL}"
+        raise error(
+            f"{needs} matplotlib, which is not installed; install it with {INSTALL}"
         ) from None
     return Figure
-
-
-def _scale(values: Sequence[float]) -> tuple[float, str]:
-    top = max(values, default=0)
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if top >= size:
-            return size, unit
-    return 1, "B"
 
 
 def _quartiles(values: Sequence[float]) -> tuple[float, float, float, float, float]:
@@ -190,7 +185,7 @@ def _throughput(ax: Any, benches: Sequence[Bench]) -> None:
 
 def _memory(ax: Any, benches: Sequence[Bench]) -> None:
     values = [v for b in benches for v in (b.memory, b.baseline_memory) if v is not None]
-    size, unit = _scale(values)
+    size, unit = units.byte_unit(max(values, default=0))
     for i, b in enumerate(benches):
         y = -i
         colour = COLOURS.get(b.verdict or Verdict.OK, COLOURS[Verdict.OK])
@@ -267,16 +262,14 @@ def draw(pic: Picture, path: Path) -> None:
     check_path(path)
     if not pic.benches:
         raise PlotError("no benchmark has a measurement to draw")
-    figure_class = _matplotlib()
+    figure = figure_class()
     n = len(pic.benches)
     top_h = 0.55 * n + 1.0
     mode_h = 0.32 * len(pic.modes.rows) * max(len(pic.modes.modes) - 1, 1) + 1.0 if pic.modes else 0
     # a third chart, the utilisation of each benchmark, where FLOPs were counted
     mfu = any(b.flops_per_s is not None for b in pic.benches)
     widths = (2.6, 1, 1) if mfu else (2.6, 1)
-    fig = figure_class(
-        figsize=(14 if mfu else 11, top_h + mode_h + 0.6), dpi=90, layout="constrained"
-    )
+    fig = figure(figsize=(14 if mfu else 11, top_h + mode_h + 0.6), dpi=90, layout="constrained")
     if pic.modes:
         grid = fig.add_gridspec(2, len(widths), width_ratios=widths, height_ratios=(top_h, mode_h))
     else:
