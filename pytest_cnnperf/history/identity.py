@@ -11,26 +11,21 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..revision.git import GitProblem, run_git
 from .runs import CiRun, GitState
 
+#: a run's record waits for git this long at most (gating against a revision waits longer)
 GIT_TIMEOUT_S = 10.0
 
 
 def _git(folder: Path, *args: str) -> str | None:
+    """git's answer; ``None`` for every failure (no git, no repository, dubious ownership)."""
     try:
-        done = subprocess.run(
-            ["git", *args],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT_S,
-            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},  # a status never takes the index lock
-        )
-    except (OSError, subprocess.SubprocessError):
+        done = run_git(folder, *args, check=False, timeout=GIT_TIMEOUT_S)
+    except (GitProblem, OSError):
         return None
     return done.stdout.strip() if done.returncode == 0 else None
 

@@ -27,9 +27,11 @@ class GitProblem(Exception):
     """Git cannot give what was asked; the message names the value and the fix."""
 
 
-def run_git(folder: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def run_git(
+    folder: Path, *args: str, check: bool = True, timeout: float = GIT_TIMEOUT_S
+) -> subprocess.CompletedProcess[str]:
     """``git ARGS`` in ``folder`` without hooks or the index lock a status would take;
-    ``GitProblem`` when git is missing, or (``check``) when it fails."""
+    ``GitProblem`` when git is missing or takes over ``timeout`` s, or (``check``) when it fails."""
     command = ["git", "-c", "core.hooksPath=/dev/null", *args]
     try:
         done = subprocess.run(
@@ -37,14 +39,14 @@ def run_git(folder: Path, *args: str, check: bool = True) -> subprocess.Complete
             cwd=folder,
             capture_output=True,
             text=True,
-            timeout=GIT_TIMEOUT_S,
+            timeout=timeout,
             env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"},
             check=False,
         )
     except FileNotFoundError:
         raise GitProblem("git is not installed (or not on PATH); install git") from None
     except subprocess.TimeoutExpired:
-        raise GitProblem(f"git {' '.join(args)} took longer than {GIT_TIMEOUT_S:g} s") from None
+        raise GitProblem(f"git {' '.join(args)} took longer than {timeout:g} s") from None
     if check and done.returncode != 0:
         raise GitProblem(f"git {' '.join(args)} failed: {done.stderr.strip()}")
     return done
