@@ -18,9 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: the test's name as the reports say it
-TEST = "exact one-sided Mann-Whitney test"
-
 
 @dataclass(frozen=True)
 class Shift:
