@@ -30,7 +30,7 @@ from typing import Any
 
 from ..model import Result
 from . import leftovers
-from .codec import DataError, Document, dump
+from .codec import Document, DocumentProblem, dump
 from .locations import safe_name
 
 SIGNIFICANT_DIGITS = 5
@@ -151,23 +151,9 @@ def module_of(path: Path, machine: str) -> str:
 def parse(text: str, path: Path, machine: str | None = None) -> BaselineFile:
     """Read a baseline document; ``BaselineFileError`` says what is wrong with it."""
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BaselineFileError(path, f"it is not valid JSON ({exc})") from None
-    except RecursionError:
-        raise BaselineFileError(path, "it is not valid JSON (nested too deeply)") from None
-    schema = BASELINE.schema
-    if not isinstance(data, dict) or data.get("schema") != schema:
-        raise BaselineFileError(
-            path, f'it is not a pytest-cnnperf baseline file (it lacks "schema": "{schema}")'
-        )
-    problem = BASELINE.version_problem(data)
-    if problem:
-        raise BaselineFileError(path, problem)
-    try:
-        document = BASELINE.load(data)
-    except DataError as exc:
-        raise BaselineFileError(path, f"it is malformed: {exc}") from None
+        document = BASELINE.parse(text, "baseline file")
+    except DocumentProblem as exc:
+        raise BaselineFileError(path, str(exc)) from None
     if machine is not None and document.machine != machine:
         raise BaselineFileError(
             path, f"it holds baselines of machine {document.machine!r}, not {machine!r}"

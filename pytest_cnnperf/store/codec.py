@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import json
 import math
 import types
 import typing
@@ -34,6 +35,20 @@ T = TypeVar("T")
 
 class DataError(ValueError):
     """A value read from a file does not have the shape or range its field needs."""
+
+
+class DocumentProblem(ValueError):
+    """Why a JSON document cannot be read, as a reason; the caller names the file."""
+
+
+def json_data(text: str) -> Any:
+    """``text`` as JSON data; :class:`DocumentProblem` where it is not JSON."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DocumentProblem(f"it is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise DocumentProblem("it is not valid JSON (nested too deeply)") from None
 
 
 def kind_of(data: object) -> str:
@@ -368,6 +383,22 @@ class Document(Generic[T]):
                 f"schema version {self.version}){fix}"
             )
         return None
+
+    def parse(self, text: str, what: str) -> T:
+        """The body of ``text``, a document of this schema; :class:`DocumentProblem` says what
+        is wrong with it (``what`` is the kind of file a message names: ``baseline file``)."""
+        data = json_data(text)
+        if not isinstance(data, dict) or data.get("schema") != self.schema:
+            raise DocumentProblem(
+                f'it is not a pytest-cnnperf {what} (it lacks "schema": "{self.schema}")'
+            )
+        problem = self.version_problem(data)
+        if problem:
+            raise DocumentProblem(problem)
+        try:
+            return self.load(data)
+        except DataError as exc:
+            raise DocumentProblem(f"it is malformed: {exc}") from None
 
     def load(self, data: Mapping[str, Any], path: str = "file") -> T:
         """The body of a document of this schema (the caller checks the version first with

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..model.noise import WIDEST, BenchmarkNoise, NoiseProfile, NoiseProfileFile
 from .baseline import BaselineFileError, _write_atomically
-from .codec import DataError, Document, load
+from .codec import Document, DocumentProblem, load
 from .locations import safe_name
 
 
@@ -69,20 +69,9 @@ def read_file(root: Path, machine: str) -> NoiseProfileFile | None:
     except (OSError, UnicodeDecodeError) as exc:
         raise NoiseProfileError(where, f"it cannot be read ({exc})") from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise NoiseProfileError(where, f"it is not valid JSON ({exc})") from None
-    if not isinstance(data, dict) or data.get("schema") != NOISE.schema:
-        raise NoiseProfileError(
-            where, f'it is not a pytest-cnnperf noise profile (it lacks "schema": "{NOISE.schema}")'
-        )
-    problem = NOISE.version_problem(data)
-    if problem:
-        raise NoiseProfileError(where, problem)
-    try:
-        document = NOISE.load(data)
-    except DataError as exc:
-        raise NoiseProfileError(where, f"it is malformed: {exc}") from None
+        document = NOISE.parse(text, "noise profile")
+    except DocumentProblem as exc:
+        raise NoiseProfileError(where, str(exc)) from None
     if document.machine != machine:
         raise NoiseProfileError(
             where, f"it is the profile of machine {document.machine!r}, not {machine!r}"

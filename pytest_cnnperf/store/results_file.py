@@ -18,7 +18,7 @@ from typing import Any
 
 from ..model import Result, ResultsFile
 from . import baseline
-from .codec import DataError, Document, dump
+from .codec import DataError, Document, DocumentProblem, dump, json_data
 from .codec import load as load_data
 
 RESULTS: Document[ResultsFile] = Document("pytest-cnnperf/results", 2, ResultsFile, "results")
@@ -87,11 +87,9 @@ def _read(path: Path) -> tuple[str, object]:
     except OSError as exc:
         raise FileProblem(path, f"it cannot be read ({exc.strerror})") from None
     try:
-        return text, json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise FileProblem(path, f"it is not valid JSON ({exc})") from None
-    except RecursionError:
-        raise FileProblem(path, "it is not valid JSON (nested too deeply)") from None
+        return text, json_data(text)
+    except DocumentProblem as exc:
+        raise FileProblem(path, str(exc)) from None
 
 
 def _foreign(path: Path, data: object) -> FileProblem:
