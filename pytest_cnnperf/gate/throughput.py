@@ -310,15 +310,6 @@ def drift_variance(drift: MachineDrift) -> float:
     return math.inf if half is None else (half / noise.DRIFT_Z) ** 2
 
 
-def residual_spread(measurement: Measurement) -> float | None:
-    """The spread of a run's step times over their own samples' calibration times (``None``:
-    not every sample timed one)."""
-    pairs = [(s.step_time_s, s.calibration_s) for s in measurement.samples]
-    if len(pairs) < 2 or any(not c for _, c in pairs):
-        return None
-    return noise.spread([step / (c or 1.0) for step, c in pairs])
-
-
 def per_sample(
     baseline: Measurement,
     measurement: Measurement,
@@ -362,16 +353,18 @@ def judge_throughput(
     calibration noisier than the threshold, and disturbed samples veto a verdict, ok too.
     ``cap``: the samples at the last look, to say whether more could settle it."""
     quiet_base = steady(baseline)
+    # the baseline's samples' spreads, as a recorded run's (an unseen benchmark is scaled by them)
+    base_run = noise.summarise(
+        noise.Run(quiet_base.step_times, [s.calibration_s for s in quiet_base.samples]), ""
+    )
     profile = noise.for_unseen(
-        profile or noise.default(device),
-        noise.spread(quiet_base.step_times),
-        residual_spread(quiet_base),
+        profile or noise.default(device), base_run.spread, base_run.residual_spread
     )
     reasons: list[Reason] = []
     flags = disturbed(measurement)
     # the machine's speed from the samples nothing else disturbed, on both sides: a disturbed
     # sample's calibration measured the disturbance, not the machine's steady speed
-    drift = machine_drift(steady(measurement, flags), steady(baseline), device)
+    drift = machine_drift(steady(measurement, flags), quiet_base, device)
     sizes = len(baseline.samples), len(measurement.samples)
     calibrate = (
         drift is not None

@@ -320,11 +320,10 @@ def pools(
 def header(xdist: bool) -> str:
     """How the session counts, for its header: by which Valgrind, with which kernels, in how
     many processes (``xdist``: one per pytest-xdist worker)."""
-    command = shutil.which("valgrind")
-    if command is None:
-        return "throughput gated by instructions, but Valgrind is not installed (see below)"
     try:
-        version = valgrind_version(command)
+        version = valgrind_version(valgrind())
+    except BaseProblem:
+        return "throughput gated by instructions, but Valgrind is not installed (see below)"
     except InstructionsProblem as exc:
         return f"throughput gated by instructions, but {exc}"
     kernels = kernels_for(version).name
