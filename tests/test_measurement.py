@@ -12,7 +12,7 @@ from torch import nn
 
 from pytest_cnnperf.benchmark import InferenceSpec, TrainSpec
 from pytest_cnnperf.gate.policy import CPU
-from pytest_cnnperf.measuring import memory, torchstate
+from pytest_cnnperf.measuring import environment, memory, torchstate
 from pytest_cnnperf.measuring.sample import SamplePlan, take_sample
 from pytest_cnnperf.measuring.timing import TimingPolicy
 from pytest_cnnperf.measuring.workload import (
@@ -209,3 +209,22 @@ def test_torch_state_is_restored_after_a_failing_benchmark() -> None:
     assert torch.get_float32_matmul_precision() == "highest"
     assert torch.is_grad_enabled()
     assert torch.backends.cudnn.benchmark is False
+
+
+def test_torchvisions_version_is_read_without_importing_it() -> None:
+    """The string ``torchvision.__version__`` holds (local tag included), found by a process
+    that has not imported torchvision, and the import still not done afterwards."""
+    import subprocess
+    import sys
+
+    torchvision = pytest.importorskip("torchvision")
+    script = (
+        "import sys\n"
+        "from pytest_cnnperf.measuring.environment import torchvision_version\n"
+        "print(torchvision_version(), 'torchvision' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split() == [torchvision.__version__, "False"]
+    assert environment.torchvision_version() == torchvision.__version__

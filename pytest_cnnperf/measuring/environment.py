@@ -11,8 +11,10 @@ same baselines. ``--cnnperf-machine`` overrides the derived name.
 
 from __future__ import annotations
 
+import importlib.util
 import platform
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -131,16 +133,30 @@ def current_flags(device: Any) -> Flags:
     )
 
 
+def torchvision_version() -> str | None:
+    """``torchvision.__version__`` (``0.29.1+cu130``, which the distribution's metadata shortens),
+    read from its ``version.py`` without importing it: the import is slow under Valgrind."""
+    module = sys.modules.get("torchvision")
+    if module is not None:
+        return str(module.__version__)
+    spec = importlib.util.find_spec("torchvision")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        try:
+            text = (Path(folder) / "version.py").read_text()
+        except OSError:
+            continue
+        found = re.search(r"^__version__ = ['\"]([^'\"]+)['\"]", text, re.MULTILINE)
+        if found:
+            return found.group(1)
+    return None
+
+
 def capture(device: Any, machine: str | None, driver: str | None) -> Environment:
     """Describe the environment of a measurement on ``device`` (called in the measuring process)."""
     import torch
 
-    try:
-        import torchvision
-
-        vision: str | None = torchvision.__version__
-    except ImportError:
-        vision = None
     threads = torch.get_num_threads()
     cuda = device.type == "cuda"
     return Environment(
@@ -151,7 +167,7 @@ def capture(device: Any, machine: str | None, driver: str | None) -> Environment
         cuda=torch.version.cuda if cuda else None,
         cudnn=cudnn_version() if cuda else None,
         torch=torch.__version__,
-        torchvision=vision,
+        torchvision=torchvision_version(),
         python=platform.python_version(),
         platform=f"{platform.system()} {platform.machine()}",
         cpu=cpu_model(),
