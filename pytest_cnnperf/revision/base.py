@@ -29,6 +29,7 @@ from ..sampling.manager import WORKDIR_PREFIX, ProcessSampler, Target, Zygote
 from ..sampling.messages import BenchmarkError, Job, TakenSample
 from .git import Worktree
 from .protocol import ENV, HANDSHAKE, Handshake, Order, order_text
+from .pytest_run import pytest_command
 
 #: how long the base process may take to start, import torch and collect the tests
 HANDSHAKE_TIMEOUT_S = 300.0
@@ -104,9 +105,12 @@ def launch(
     if cwd is None or not cwd.is_dir():
         cwd = worktree.path
     rootdir = worktree.to_worktree(Path(config.rootpath)) or worktree.path
-    command = [sys.executable, *_as_started(), "-p", "no:cacheprovider", "-q"]
-    command += ["--cnnperf", f"--cnnperf-device={device}", f"--rootdir={rootdir}"]
-    command += [f"--import-mode={config.option.importmode}"]
+    command = pytest_command(
+        f"--cnnperf-device={device}",
+        f"--rootdir={rootdir}",
+        f"--import-mode={config.option.importmode}",
+        start=_as_started(),
+    )
     inifile = worktree.to_worktree(Path(config.inipath)) if config.inipath else None
     if inifile is not None and inifile.exists():
         command += ["-c", str(inifile)]

@@ -18,7 +18,6 @@ verdicts; :func:`measure_in_worktree` is the real one.
 from __future__ import annotations
 
 import math
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -27,7 +26,7 @@ from pathlib import Path
 
 from ..model import Result, Revision, Verdict
 from .git import GitProblem, Worktree, resolve, run_git
-from .pytest_run import results_of, run_to_the_end, why
+from .pytest_run import pytest_command, results_of, run_to_the_end, why
 
 #: exit statuses of ``cnnperf bisect``
 FOUND, NOTHING, USAGE, RANGE, UNSURE, INTERRUPTED = 0, 1, 2, 3, 4, 130
@@ -298,25 +297,22 @@ def check_range(top: Path, good_name: str, bad_name: str) -> tuple[Revision, Rev
 SAMPLES = 24
 
 
-def measure_in_worktree(
-    top: Path,
-    invocation: Path,
-    pytest_args: Sequence[str],
-    extra: Sequence[str] = (f"--cnnperf-samples={SAMPLES}",),
-) -> Measure:
+def measure_in_worktree(top: Path, invocation: Path, pytest_args: Sequence[str]) -> Measure:
     """The real ``measure``: ``pytest --cnnperf --cnnperf-against=OTHER PYTEST_ARGS`` in a
     worktree of the commit, from the folder there that ``invocation`` is in the checkout."""
 
-    def measure(commit: Revision, against: Revision, thresholds: tuple[float, float] | None) -> Run:
+    def measure(commit: Revision, against: Revision, thresholds: Thresholds) -> Run:
         started = time.perf_counter()
         tree = Worktree.add(top, commit)
         report = Path(tempfile.mkstemp(prefix="cnnperf-bisect-", suffix=".json")[1])
         try:
             inside = tree.to_worktree(invocation)
             cwd = inside if inside is not None and inside.is_dir() else tree.path
-            command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
-            command += ["--cnnperf", f"--cnnperf-against={against.sha}"]
-            command += [f"--cnnperf-json={report}", *extra]
+            command = pytest_command(
+                f"--cnnperf-against={against.sha}",
+                f"--cnnperf-json={report}",
+                f"--cnnperf-samples={SAMPLES}",
+            )
             if thresholds is not None:
                 command += [f"--cnnperf-threshold={thresholds[0]:.6f}"]
                 command += [f"--cnnperf-memory-threshold={thresholds[1]:.6f}"]

@@ -19,7 +19,6 @@ import math
 import os
 import shlex
 import socket
-import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from ..gate.noise import (
 from ..model import NoiseProfile, Result, units
 from ..model.noise import BenchmarkNoise, NoiseRun
 from ..store import noise as noise_file
-from .pytest_run import results_of, run_to_the_end, why
+from .pytest_run import pytest_command, results_of, run_to_the_end, why
 
 #: what a recording file says it holds (the format ``scripts/gate-simulation`` reads)
 WHAT = (
@@ -88,9 +87,12 @@ def one_run(pytest_args: Sequence[str], cwd: Path) -> tuple[Result, ...]:
     measured results."""
     with tempfile.TemporaryDirectory(prefix="cnnperf-noise-") as folder:
         report = Path(folder) / "results.json"
-        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--cnnperf"]
-        command += ["--cnnperf-save", f"--cnnperf-baselines={Path(folder) / 'baselines'}"]
-        command += [f"--cnnperf-json={report}", *pytest_args]
+        command = pytest_command(
+            "--cnnperf-save",
+            f"--cnnperf-baselines={Path(folder) / 'baselines'}",
+            f"--cnnperf-json={report}",
+            *pytest_args,
+        )
         done = run_to_the_end(command, cwd)
         results = tuple(r for r in results_of(report) if r.measurement and r.environment)
         if not results:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..model import Result
@@ -15,6 +17,12 @@ from ..store.results_file import RESULTS
 
 #: how long an interrupted pytest run may take to clean up (its worktree, its processes)
 CLEANUP_S = 60.0
+
+
+def pytest_command(*options: str, start: Sequence[str] = ("-m", "pytest")) -> list[str]:
+    """``pytest --cnnperf OPTIONS`` in this interpreter, quiet, writing no cache into the
+    checkout; ``start``: how the interpreter starts pytest."""
+    return [sys.executable, *start, "-p", "no:cacheprovider", "-q", "--cnnperf", *options]
 
 
 def run_to_the_end(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
