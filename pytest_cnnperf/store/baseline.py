@@ -50,13 +50,6 @@ class BaselineFile:
     #: the test module's key, e.g. ``tests/perf/test_models`` (see ``locations.module_key``)
     module: str | None = None
 
-    def stored(self) -> BaselineFile:
-        """The file as it is written: its entries without their test ids (its keys say them)."""
-        entries = {
-            t: {k: r.as_baseline() for k, r in keys.items()} for t, keys in self.entries.items()
-        }
-        return dataclasses.replace(self, entries=entries)
-
     def results(self) -> list[Result]:
         """Every entry, with its test's node id (``<module>.py::<test>``), sorted."""
         return [
