@@ -51,17 +51,20 @@ def json_data(text: str) -> Any:
         raise DocumentProblem("it is not valid JSON (nested too deeply)") from None
 
 
+#: no number in a file of ours is this large (json reads ints of any size, floats up to inf)
+LARGEST = 2**63
+
+
 def kind_of(data: object) -> str:
-    """How a message names a value found in a file: ``float -0.04``, ``list``, ``null``."""
+    """How a message names a value found in a file: ``float -0.04``, ``list``, ``null``, ``an
+    int of 30 digits``."""
     if data is None:
         return "null"
     if isinstance(data, (dict, list)):
         return type(data).__name__
+    if isinstance(data, int) and not isinstance(data, bool) and abs(data) >= LARGEST:
+        return f"an int of {len(str(abs(data)))} digits"
     return f"{type(data).__name__} {data!r}"
-
-
-#: no number in a file of ours is this large (json reads ints of any size, floats up to inf)
-LARGEST = 2**63
 
 
 class Codec:
@@ -88,12 +91,11 @@ class Scalar(Codec):
         return value
 
     def load(self, data: Any, path: str) -> Any:
-        if isinstance(data, bool) and bool not in self.types:
-            raise DataError(f"{path}: expected {self.what}, found {kind_of(data)}")
-        big = isinstance(data, int) and not isinstance(data, bool) and abs(data) >= LARGEST
+        bool_as_number = isinstance(data, bool) and bool not in self.types
+        big = isinstance(data, int) and abs(data) >= LARGEST
         finite = not isinstance(data, float) or math.isfinite(data)
-        if big or not isinstance(data, self.types) or not finite:
-            raise DataError(f"{path}: expected {self.what}, found {_found(data)}")
+        if bool_as_number or big or not isinstance(data, self.types) or not finite:
+            raise DataError(f"{path}: expected {self.what}, found {kind_of(data)}")
         return float(cast(float, data)) if self.to_float else data
 
 
@@ -120,20 +122,14 @@ class Checked(Codec):
                 value = self.inner.load(data, path)
             except DataError:
                 raise DataError(
-                    f"{path}: expected {self.check.what}, found {_found(data)}"
+                    f"{path}: expected {self.check.what}, found {kind_of(data)}"
                 ) from None
         else:
             value = self.inner.load(data, path)
         if not self.check.accepts(value):
-            found = "an empty list" if data == [] else _found(data)  # a list that needs values
+            found = "an empty list" if data == [] else kind_of(data)  # a list that needs values
             raise DataError(f"{path}: expected {self.check.what}, found {found}")
         return value
-
-
-def _found(data: Any) -> str:
-    if isinstance(data, int) and not isinstance(data, bool) and abs(data) >= LARGEST:
-        return f"an int of {len(str(abs(data)))} digits"  # json reads any number of digits
-    return kind_of(data)
 
 
 class Nullable(Codec):
@@ -277,11 +273,6 @@ class OneOf(Codec):
         return codec_for(hint).load(data, path)
 
 
-def _is_pair(tp: Any) -> bool:
-    args = typing.get_args(tp)
-    return typing.get_origin(tp) is tuple and len(args) == 2 and args[0] is str
-
-
 @functools.cache
 def codec_for(tp: Any) -> Codec:
     """The codec of a type as a field's hint spells it."""
@@ -302,8 +293,9 @@ def codec_for(tp: Any) -> Codec:
         raise TypeError(f"no codec for the union {tp!r}")
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
-            if _is_pair(args[0]):
-                return MapOf(codec_for(typing.get_args(args[0])[1]), pairs=True)
+            item = typing.get_args(args[0])
+            if typing.get_origin(args[0]) is tuple and len(item) == 2 and item[0] is str:
+                return MapOf(codec_for(item[1]), pairs=True)  # (name, value) pairs
             return ListOf((codec_for(args[0]),), fixed=False)
         return ListOf(tuple(codec_for(a) for a in args), fixed=True)
     if origin is dict:
