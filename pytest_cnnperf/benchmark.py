@@ -10,6 +10,7 @@ torch here.
 
 from __future__ import annotations
 
+import dataclasses
 import reprlib
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -194,43 +195,21 @@ def cuda_graphs(
     return True
 
 
-def optimizer_name(value: str | Callable[..., Any]) -> str:
+def _name(value: str | Callable[..., Any] | None) -> str | None:
+    """How a benchmark's key names its optimizer or loss: a name lowercased, or a callable's."""
+    if value is None:
+        return None
     if isinstance(value, str):
         return value.lower()
     return getattr(value, "__name__", type(value).__name__)
 
 
-def loss_name(loss: Callable[..., Any] | None) -> str | None:
-    if loss is None:
-        return None
-    return getattr(loss, "__name__", type(loss).__name__)
-
-
-def train_config(
-    spec: TrainSpec, model: str, cudnn_mode: str | None, label: str | None
+def image_config(
+    spec: TrainSpec | InferenceSpec, model: str, cudnn_mode: str | None, label: str | None
 ) -> BenchConfig:
-    """The benchmark's identity; its batch size counts every rank's images."""
-    return BenchConfig(
-        kind="train_step",
-        model=model,
-        batch_size=spec.batch_size * spec.world_size,
-        image_size=spec.image_size,
-        amp=spec.amp,
-        channels_last=spec.channels_last,
-        optimizer=optimizer_name(spec.optimizer),
-        loss=loss_name(spec.loss),
-        cudnn_mode=cudnn_mode,
-        world_size=spec.world_size,
-        label=label,
-        compile=spec.compile.setting if spec.compile else None,
-        cuda_graphs=spec.cuda_graphs,
-    )
-
-
-def inference_config(
-    spec: InferenceSpec, model: str, cudnn_mode: str | None, label: str | None
-) -> BenchConfig:
-    return BenchConfig(
+    """The identity of a ``train_step`` or ``inference`` benchmark; a train step's batch size
+    counts every rank's images."""
+    config = BenchConfig(
         kind="inference",
         model=model,
         batch_size=spec.batch_size,
@@ -241,6 +220,16 @@ def inference_config(
         label=label,
         compile=spec.compile.setting if spec.compile else None,
         cuda_graphs=spec.cuda_graphs,
+    )
+    if isinstance(spec, InferenceSpec):
+        return config
+    return dataclasses.replace(
+        config,
+        kind="train_step",
+        batch_size=spec.batch_size * spec.world_size,
+        optimizer=_name(spec.optimizer),
+        loss=_name(spec.loss),
+        world_size=spec.world_size,
     )
 
 
@@ -309,8 +298,8 @@ def loop_config(
         image_size=None,
         amp=spec.amp,
         channels_last=spec.channels_last,
-        optimizer=optimizer_name(spec.optimizer),
-        loss=loss_name(spec.loss),
+        optimizer=_name(spec.optimizer),
+        loss=_name(spec.loss),
         cudnn_mode=cudnn_mode,
         label=label,
         loader=loader,

@@ -1,9 +1,7 @@
 """pytest glue: the hooks, fixtures and hook specifications of pytest-cnnperf.
 
-Loading this module costs every pytest run of the user's, benchmarks or not, so it imports only
-the settings tables; everything else is imported by the hooks, and only with ``--cnnperf``.
-Hooks are grouped by the phase of a session they belong to; the work is done by the modules they
-call (CONTRIBUTING.md has the map).
+Loading this module costs every pytest run, benchmarks or not, so it imports only the settings
+tables; the hooks import the rest, and only with ``--cnnperf``.
 """
 
 from __future__ import annotations
@@ -48,8 +46,6 @@ COUNTING: pytest.StashKey[list[CountingPool]] = pytest.StashKey()
 #: the revision every benchmark is gated against in this run (``--cnnperf-against``): its
 #: worktree, and where samples are taken its process
 AGAINST: pytest.StashKey[AgainstRun | None] = pytest.StashKey()
-#: the options the other processes of a run are started with (``_passed_on``)
-PASSED: pytest.StashKey[tuple[str, ...]] = pytest.StashKey()
 
 
 class HookSpecs:
@@ -57,9 +53,8 @@ class HookSpecs:
 
     @pytest.hookspec
     def pytest_cnnperf_register_models(self, registry: ModelRegistry) -> None:
-        """Register the project's own models for the ``model_factory`` fixture.
-
-        Called once, at configure time, for every ``--cnnperf`` run. Example::
+        """Register the project's own models for ``model_factory``; called once per
+        ``--cnnperf`` run. Example::
 
             def pytest_cnnperf_register_models(registry):
                 registry.add("tinynet", TinyNet, image_size=32)
@@ -164,8 +159,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _worktree(config: pytest.Config) -> str | None:
-    """The worktree of the revision gated against, made once by the controller for its
-    xdist workers (``None``: there is none)."""
+    """The worktree of the revision gated against, which the controller makes for its workers."""
     against = config.stash.get(AGAINST, None)
     return str(against.worktree.path) if against is not None else None
 
@@ -266,7 +260,6 @@ def pytest_sessionstart(session: pytest.Session) -> Iterator[None]:
         modes = state.settings[settings.CUDNN]
         cudnn = ",".join(m.value for m in modes) if modes else None
         against.start(session.config, state.device, cudnn, passed, threads_set())
-    session.config.stash[PASSED] = passed
     if state.device_type == "cpu":
         session.config.stash[COUNTING] = _counting(session, state, passed, against)
 
@@ -327,8 +320,7 @@ def _sample_process(session: pytest.Session, job: Job) -> None:
 
 
 def _stop(config: pytest.Config) -> None:
-    """End every process the plugin started, and remove the revision's worktree (again:
-    nothing)."""
+    """End every process the plugin started and remove the revision's worktree (again: nothing)."""
     config.stash[SAMPLING].close()
     against = config.stash.get(AGAINST, None)
     if against is not None:
@@ -577,11 +569,9 @@ def _record_history(
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """End the sample processes (if the session did not get to it) and put back the signal
-    handlers."""
+    """End the sample processes (if the session did not) and put back the signal handlers."""
     if _session(config) is None:
         return
-
     _stop(config)
     stopping = config.stash.get(STOPPING, None)
     if stopping is not None:

@@ -1,11 +1,8 @@
 """The ``cnnperf`` fixture's object: describe a benchmark, measure it, gate it, record it.
 
-``train_step``, ``train_loop``, ``inference`` and ``measure`` turn their arguments into a
-benchmark description (``benchmark``); ``_run`` picks its course through the gate
-(``gate.sequential``), has it followed (``follow``: samples in fresh processes by default,
-look after look, until the decision is final), records the result, and fails the calling test
-with the evidence (``reports.explain``) when it regressed. How much to measure and how strictly
-to judge comes resolved in the test's :class:`~gate.policy.Plan`.
+The public calls check their arguments into a benchmark description (``benchmark``); ``_run``
+has it followed through the gate (``follow``, ``gate.sequential``) as the test's
+:class:`~gate.policy.Plan` says, records it, and fails the test with the evidence if it regressed.
 """
 
 from __future__ import annotations
@@ -51,13 +48,7 @@ from .store.baseline import BaselineFileError, BaselineSaveError
 from .store.locations import Location, display_path, readable_name
 
 T = TypeVar("T")
-S = TypeVar("S", TrainSpec, InferenceSpec)
-
-
-def compile_cache_folder(root: str, nodeid: str, config: BenchConfig) -> str:
-    """The compiler cache folder of one benchmark under the session's ``root``."""
-    digest = hashlib.sha1(f"{nodeid}\0{config.key}".encode()).hexdigest()[:16]
-    return os.path.join(root, digest)
+S = TypeVar("S", bound=TrainSpec | InferenceSpec)
 
 
 def _profiled(attribution: str, config: BenchConfig, world_size: int) -> bool:
@@ -159,8 +150,7 @@ class CnnPerf:
         cuda_graphs: bool = False,
     ) -> Result:
         """Time forward + loss, backward and the optimizer step of ``model`` on synthetic
-        images on the run's device, gate the throughput and peak memory against the baseline,
-        and return the result.
+        images, gate the throughput and peak memory against the baseline, return the result.
 
         ``image_size``: int or (height, width); default: the model's usual size when it came
         from ``model_factory``, else 224. ``amp``: ``"fp16"`` (autocast + gradient scaler),
@@ -174,32 +164,22 @@ class CnnPerf:
         and gated too. ``cuda_graphs``: capture the whole step as a CUDA graph (CUDA only).
         """
         __tracebackhide__ = True
-        spec = _checked(
-            lambda: self._compiling(
-                TrainSpec(
-                    batch_size=benchmark.batch_size(batch_size),
-                    image_size=benchmark.image_size(image_size, self._default_size(model)),
-                    amp=benchmark.amp(amp),
-                    channels_last=benchmark.flag("channels_last", channels_last),
-                    optimizer=benchmark.optimizer(optimizer),
-                    loss=loss,
-                    num_classes=num_classes,
-                    world_size=benchmark.world_size(world_size),
-                ),
-                compile,
-                cuda_graphs,
-            )
+        return self._images(
+            model,
+            lambda: TrainSpec(
+                batch_size=benchmark.batch_size(batch_size),
+                image_size=benchmark.image_size(image_size, self._default_size(model)),
+                amp=benchmark.amp(amp),
+                channels_last=benchmark.flag("channels_last", channels_last),
+                optimizer=benchmark.optimizer(optimizer),
+                loss=loss,
+                num_classes=num_classes,
+                world_size=benchmark.world_size(world_size),
+            ),
+            compile,
+            cuda_graphs,
+            name,
         )
-        self._check_ranks(spec.world_size)
-        config = benchmark.train_config(spec, self._model_name(model), self._cudnn_mode, name)
-        spec = self._with_cache(spec, config)
-
-        def build(device: Any, ranks: int) -> Workload:
-            from .measuring.workload import build_train
-
-            return build_train(model, dataclasses.replace(spec, world_size=ranks), device)
-
-        return self._run(config, build, spec.world_size)
 
     def train_loop(
         self,
@@ -215,21 +195,16 @@ class CnnPerf:
         name: str | None = None,
         unpack: tuple[Any, Any] | Callable[[Any], Any] | None = None,
     ) -> Result:
-        """Train ``model`` on the batches of ``loader`` (a ``torch.utils.data.DataLoader`` or
-        any iterable of ``(images, targets)``) and time the whole loop: waiting for each batch,
-        copying it to the device, and the train step. Gates the end-to-end throughput like
-        ``train_step``'s, and reports the share of the time spent waiting for input, the time
-        to the first batch, and the model's own speed on a batch already on the device.
+        """Train ``model`` on the batches of ``loader`` (a ``DataLoader`` or any iterable of
+        ``(images, targets)``) and time the whole loop (waiting for a batch, copying it, the
+        step); gated like ``train_step``, with the share of time spent waiting for input.
 
-        ``steps``: timed steps per sample (default: as many as the run's timing asks for).
-        ``batch_size``: the images per batch, for an iterable that does not say (a DataLoader
-        does). ``name``: names the benchmark instead of its model and loader, so that a change
-        of the loader (its workers, pin_memory, dataset) is gated against the same baseline.
+        ``steps``: timed steps per sample (default: as the run's timing asks). ``batch_size``:
+        for an iterable that does not say. ``name``: names the benchmark instead of its model
+        and loader, so that a change of the loader is gated against the same baseline.
         ``unpack``: how a batch that is not an ``(images, targets)`` pair is read: the keys of
-        its images and targets (``("image", "label")``) in a mapping batch, or
-        ``callable(batch) -> (images, targets)``; applied as each batch is read, so timed with
-        the wait; the benchmark's key does not name it.
-        ``amp``, ``channels_last``, ``optimizer`` and ``loss`` as in ``train_step``.
+        a mapping batch (``("image", "label")``) or ``callable(batch) -> (images, targets)``;
+        timed with the wait, not named in the key. The rest as in ``train_step``.
         """
         __tracebackhide__ = True
         setting = _checked(lambda: benchmark.loader_setting(loader))
@@ -274,29 +249,18 @@ class CnnPerf:
         """Time a forward pass of ``model`` in eval mode without autograd; gated like
         ``train_step`` (``compile`` compiles the model)."""
         __tracebackhide__ = True
-        inference_spec = _checked(
-            lambda: self._compiling(
-                InferenceSpec(
-                    batch_size=benchmark.batch_size(batch_size),
-                    image_size=benchmark.image_size(image_size, self._default_size(model)),
-                    amp=benchmark.amp(amp),
-                    channels_last=benchmark.flag("channels_last", channels_last),
-                ),
-                compile,
-                cuda_graphs,
-            )
+        return self._images(
+            model,
+            lambda: InferenceSpec(
+                batch_size=benchmark.batch_size(batch_size),
+                image_size=benchmark.image_size(image_size, self._default_size(model)),
+                amp=benchmark.amp(amp),
+                channels_last=benchmark.flag("channels_last", channels_last),
+            ),
+            compile,
+            cuda_graphs,
+            name,
         )
-        config = benchmark.inference_config(
-            inference_spec, self._model_name(model), self._cudnn_mode, name
-        )
-        inference_spec = self._with_cache(inference_spec, config)
-
-        def build(device: Any, ranks: int) -> Workload:
-            from .measuring.workload import build_inference
-
-            return build_inference(model, inference_spec, device)
-
-        return self._run(config, build)
 
     def measure(
         self,
@@ -323,6 +287,32 @@ class CnnPerf:
 
     # ---- helpers ----
 
+    def _images(
+        self,
+        model: Any,
+        describe: Callable[[], TrainSpec | InferenceSpec],
+        compile: object,
+        cuda_graphs: object,
+        name: str | None,
+    ) -> Result:
+        """Measure a ``train_step`` or ``inference``: the spec ``describe()`` checks, with its
+        ``compile=`` and ``cuda_graphs=``."""
+        __tracebackhide__ = True
+        spec = _checked(lambda: self._compiling(describe(), compile, cuda_graphs))
+        world_size = getattr(spec, "world_size", 1)
+        self._check_ranks(world_size)
+        config = benchmark.image_config(spec, self._model_name(model), self._cudnn_mode, name)
+        ready = self._with_cache(spec, config)
+
+        def build(device: Any, ranks: int) -> Workload:
+            from .measuring.workload import build_inference, build_train
+
+            if isinstance(ready, InferenceSpec):
+                return build_inference(model, ready, device)
+            return build_train(model, dataclasses.replace(ready, world_size=ranks), device)
+
+        return self._run(config, build, world_size)
+
     def _compiling(self, spec: S, compile: object, cuda_graphs: object) -> S:
         """``spec`` with its ``compile=`` and ``cuda_graphs=`` checked."""
         request = benchmark.compile_request(compile)
@@ -339,12 +329,12 @@ class CnnPerf:
         return dataclasses.replace(spec, compile=request, cuda_graphs=graphs)
 
     def _with_cache(self, spec: S, config: BenchConfig) -> S:
-        """A compiled benchmark's spec with its compiler cache folder: one per benchmark in the
-        session's, shared by its sample processes (the first compiles cold into it)."""
+        """A compiled spec with its compiler cache folder, shared by its sample processes."""
         request = spec.compile
         if request is None:
             return spec
-        folder = compile_cache_folder(self._session.compile_cache, self._location.nodeid, config)
+        digest = hashlib.sha1(f"{self._location.nodeid}\0{config.key}".encode()).hexdigest()
+        folder = os.path.join(self._session.compile_cache, digest[:16])
         return dataclasses.replace(spec, compile=dataclasses.replace(request, cache=folder))
 
     def _default_size(self, model: Any) -> tuple[int, int]:
@@ -451,8 +441,7 @@ class CnnPerf:
         return course, None if absent else side.sampler(timeout)
 
     def _trace_path(self, key: str) -> str | None:
-        """Where the profiled steps of the benchmark ``key`` are written as a trace, with
-        ``--cnnperf-trace``: named after its test and configuration."""
+        """Where ``--cnnperf-trace`` writes the profiled steps of the benchmark ``key``."""
         folder = self._plan.trace
         if folder is None:
             return None
@@ -462,10 +451,9 @@ class CnnPerf:
         return str(folder / f"{name}.pt.trace.json")
 
     def _reference(self, result: Result, key: str) -> Reference:
-        """The baseline of the benchmark ``key`` on the kind of machine ``result``'s samples ran
-        on (under instruction counts, any kind's counted the same way: ``gate.counts``), where
-        it is looked for, the kinds of machine that have one when this one has none, and with
-        the creep gate the recent runs of the history."""
+        """The baseline of ``key`` on the kind of machine ``result`` ran on (counted instructions:
+        any kind's counted alike), its path, the kinds that have one where this has none, and
+        with the creep gate the history's recent runs."""
         environment = result.environment
         assert environment is not None
         machine, location = environment.machine, self._location

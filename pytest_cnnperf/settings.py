@@ -1,16 +1,11 @@
 """Every setting of pytest-cnnperf, declared once.
 
-A :class:`Setting` row says how the setting is spelled on the command line, in the ini file
-(``[tool.pytest.ini_options]`` or ``pytest.ini``) and in ``@pytest.mark.cnnperf(...)``, how its
-values are parsed (``pytest_cnnperf.parsers``), its help and its default on each kind of device.
-The command-line options, the ini entries, the marker's validation, the resolved settings of a
-run and the ``cnnperf`` command's help all come from these rows, so a new setting is one row
-plus its use.
-
-Command-line options override the marker, which overrides the ini file, which overrides the
-device's default. A parser names the bad value, the accepted forms and an example, and raises
-``ValueError``; where the value came from decides how that is reported: a usage error for an
-option or an ini value, an error of the test for a marker argument.
+A :class:`Setting` row says how the setting is spelled on the command line, in the ini file and
+in ``@pytest.mark.cnnperf(...)``, how it is parsed (``parsers``), its help and its default on
+each kind of device; the options, ini entries, marker checks and resolved settings come from
+the rows. The command line overrides the marker, which overrides the ini file, which overrides
+the default. A parser's ``ValueError`` becomes a usage error for an option or an ini value, and
+an error of the test for a marker argument.
 
 Nothing here imports torch, numpy or the measuring code: ``pytest --help`` reads this module.
 """
@@ -67,20 +62,6 @@ class Setting(Generic[T]):
     "Default:" says it.
     """
 
-    __slots__ = (
-        "cuda",
-        "default",
-        "flag",
-        "help",
-        "ini",
-        "marker",
-        "metavar",
-        "name",
-        "parse",
-        "path",
-        "show",
-    )
-
     def __init__(
         self,
         name: str,
@@ -115,6 +96,7 @@ class Setting(Generic[T]):
 
     @property
     def ini_name(self) -> str:
+        """``cnnperf_<name>``: the ini setting's name, and the option's ``dest``."""
         return f"cnnperf_{self.name}"
 
     def default_for(self, device_type: str) -> T | None:
@@ -206,14 +188,14 @@ COMPILE_TIME_THRESHOLD: Setting[float | None] = Setting(
     "compiled benchmark, e.g. 50%. Default: none (compile time is reported against the "
     "baseline, never failed on: it is noisy)", flag=True, metavar="PCT", ini=True, marker=True
 )
+EFFORT = Setting(
+    "effort", parse_effort, "How much to measure: quick, standard or thorough",
+    flag=True, metavar="LEVEL", ini=True, marker=True, default=Effort.STANDARD, show=str
+)
 STRICT = Setting(
     "strict", parse_bool, "Fail benchmarks that have no baseline, whose verdict is "
     "inconclusive or whose environment (torch, CUDA, cuDNN, driver) differs from the "
     "baseline's", flag=True, ini=True, marker=True, default=False
-)
-EFFORT = Setting(
-    "effort", parse_effort, "How much to measure: quick, standard or thorough",
-    flag=True, metavar="LEVEL", ini=True, marker=True, default=Effort.STANDARD, show=str
 )
 INPROCESS = Setting(
     "inprocess", parse_bool, "Measure inside the pytest process instead of in fresh sample "
@@ -274,6 +256,10 @@ CREEP_RUNS = Setting(
     "creep_runs", positive_int("a number of runs", 10), "Recent runs of the history the creep "
     "gate takes the best of", ini=True, default=10, show=str
 )
+CREEP_ACCEPT = Setting(
+    "creep_accept", parse_bool, "Accept this run's figures: the creep gate does not judge it, "
+    "and compares later runs only with the runs from this one on", flag=True, default=False
+)
 ATTRIBUTION = Setting(
     "attribution", parse_attribution, "Which benchmarks' changed operators to name, from an "
     "operator profile kept with each baseline: changes (regressed and improved ones), always "
@@ -297,48 +283,13 @@ TRACE: Setting[Path | None] = Setting(
     "into this folder (open it in ui.perfetto.dev or TensorBoard)", flag=True, metavar="DIR",
     path=True
 )
-CREEP_ACCEPT = Setting(
-    "creep_accept", parse_bool, "Accept this run's figures: the creep gate does not judge it, "
-    "and compares later runs only with the runs from this one on", flag=True, default=False
-)
 
 # fmt: on
 
-#: the plugin's own settings, in the order ``pytest --help`` lists them (the zoo adds its own)
-SETTINGS: tuple[Setting[Any], ...] = (
-    ENABLED,
-    CUDNN,
-    DEVICE,
-    SAVE,
-    AGAINST,
-    PRUNE,
-    BASELINES,
-    MACHINE,
-    THRESHOLD,
-    MEMORY_THRESHOLD,
-    METRIC,
-    INSTRUCTIONS_THRESHOLD,
-    COMPILE_TIME_THRESHOLD,
-    EFFORT,
-    STRICT,
-    INPROCESS,
-    SAMPLES,
-    MIN_TIME,
-    SAMPLE_TIMEOUT,
-    CALIBRATION,
-    PEAK_TFLOPS,
-    JSON_REPORT,
-    MARKDOWN_REPORT,
-    PLOT_REPORT,
-    BENCHMARK_JSON_REPORT,
-    HISTORY,
-    CREEP,
-    CREEP_RUNS,
-    CREEP_ACCEPT,
-    ATTRIBUTION,
-    STRUCTURE,
-    ALLOWED_SYNCS,
-    TRACE,
+#: the plugin's own settings: the rows above, in the order ``pytest --help`` lists them (the zoo
+#: adds its own)
+SETTINGS: tuple[Setting[Any], ...] = tuple(
+    value for value in tuple(globals().values()) if isinstance(value, Setting)
 )
 MARKER_SETTINGS = tuple(s for s in SETTINGS if s.marker)
 MARKER_ARGUMENTS = tuple(s.name for s in MARKER_SETTINGS)
@@ -348,10 +299,6 @@ MARKER_HELP = (
     "effort (quick, standard, thorough), strict mode, attribution (changes, always, off), the "
     "counts that fail (structure='syncs,casts') and the syncs allowed (allowed_syncs=1)"
 )
-
-
-def _dest(setting: Setting[Any]) -> str:
-    return f"cnnperf_{setting.name}"
 
 
 def as_given(args: Sequence[str], table: Iterable[Setting[Any]]) -> list[str]:
@@ -377,26 +324,24 @@ def as_given(args: Sequence[str], table: Iterable[Setting[Any]]) -> list[str]:
 def add_options(parser: Any, table: Iterable[Setting[Any]] = SETTINGS) -> None:
     """Declare every option and ini setting of ``table`` (``parser``: pytest's ``Parser``)."""
     group = parser.getgroup("cnnperf", "CNN training performance (pytest-cnnperf)")
-    table = tuple(table)
     for setting in table:
+        if setting.ini:
+            parser.addini(setting.ini_name, setting.full_help(), default="")
         if setting.flag is None:
             continue
         text = setting.full_help().replace("%", "%%")
         if setting.switch:
             group.addoption(
-                setting.flag, action="store_true", default=None, dest=_dest(setting), help=text
+                setting.flag, action="store_true", default=None, dest=setting.ini_name, help=text
             )
         else:
             group.addoption(
                 setting.flag,
-                dest=_dest(setting),
+                dest=setting.ini_name,
                 metavar=setting.metavar,
                 type=argtype(setting.parse),
                 help=text,
             )
-    for setting in table:
-        if setting.ini:
-            parser.addini(setting.ini_name, setting.full_help(), default="")
 
 
 class MarkerError(ValueError):
@@ -434,8 +379,6 @@ class IniError(ValueError):
 
 class Settings:
     """Resolved settings: ``settings[THRESHOLD]`` is the value in force."""
-
-    __slots__ = ("_values",)
 
     def __init__(self, values: Mapping[Setting[Any], Any]) -> None:
         self._values = dict(values)
@@ -479,7 +422,7 @@ class Configuration:
         table = tuple(table)
         for setting in table:
             if setting.flag is not None:
-                value = getattr(options, _dest(setting), None)
+                value = getattr(options, setting.ini_name, None)
                 if value is not None:
                     cli[setting] = value
             if setting.ini:

@@ -378,7 +378,7 @@ def test_what_makes_a_gpu_unfit_is_a_warning(tmp_path: Path) -> None:
         ecc_errors=3,
         pcie=(1, 8, 3, 8, 5),
     )
-    (section,) = gpu.gpu_sections(nvml, environ={}, ignore_pids=frozenset())
+    (section,) = gpu.gpu_sections(nvml, environ={})
     warned = {f.topic: f for f in section.findings if f.level is Level.WARN}
     assert set(warned) == {
         "clock events",

@@ -1,10 +1,8 @@
 """``cnnperf doctor``: is this machine fit to benchmark on? Read-only: it changes nothing.
 
-Each finding says what was found, why it matters and the command that fixes it, as pyperf's
-``system show`` does: the CPU's checks (``doctor.cpu``) read files under ``/proc`` and ``/sys``,
-the GPUs' (``doctor.gpu``) read NVML. No torch here: the session's one-line warning
-(:func:`session_warning`) runs before any test, in the pytest process that forks the sample
-processes, where initialising CUDA would break them.
+Each finding says what was found, why it matters and the fix, as pyperf's ``system show`` does.
+No torch here: :func:`session_warning` runs in the pytest process that forks the sample
+processes, before any test, where initialising CUDA would break them.
 """
 
 from __future__ import annotations

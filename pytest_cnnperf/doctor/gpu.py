@@ -5,7 +5,7 @@ limit, other processes, ECC, PCIe link, MIG, the energy counter and the peak tab
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ..measuring.nvml import SLOWDOWN_REASONS
@@ -15,13 +15,6 @@ from .findings import Finding, Level, Section
 HOT_C = 85
 #: NVML's clock-event reason bit for clocks set by the user (locked or application clocks)
 USER_CLOCKS = 0x2
-
-
-def _guard(call: Callable[[], Any]) -> Any:
-    try:
-        return call()
-    except Exception:  # NVML raises many error classes; any of them means "not available"
-        return None
 
 
 def _call(n: Any, function: str, *args: Any) -> Any:
@@ -50,12 +43,12 @@ def load_nvml() -> tuple[Any | None, str | None]:
 
 
 def _clocks(n: Any, h: Any, index: int) -> list[Finding]:
-    reasons = _guard(lambda: n.nvmlDeviceGetCurrentClocksEventReasons(h))
+    reasons = _call(n, "nvmlDeviceGetCurrentClocksEventReasons", h)
     if reasons is None:
-        reasons = _guard(lambda: n.nvmlDeviceGetCurrentClocksThrottleReasons(h))
+        reasons = _call(n, "nvmlDeviceGetCurrentClocksThrottleReasons", h)
     reasons = int(reasons or 0)
-    sm = _guard(lambda: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))
-    top = _guard(lambda: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM))
+    sm = _call(n, "nvmlDeviceGetClockInfo", h, n.NVML_CLOCK_SM)
+    top = _call(n, "nvmlDeviceGetMaxClockInfo", h, n.NVML_CLOCK_SM)
     now = f"SM clock {sm} of {top} MHz" if sm is not None and top else "SM clock unknown"
     findings = []
     slow = [name for bit, name in SLOWDOWN_REASONS.items() if reasons & bit]
@@ -90,7 +83,7 @@ def _clocks(n: Any, h: Any, index: int) -> list[Finding]:
                 "SUPPORTED_CLOCKS)",
             )
         )
-    temperature = _guard(lambda: n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU))
+    temperature = _call(n, "nvmlDeviceGetTemperature", h, n.NVML_TEMPERATURE_GPU)
     if temperature is not None and temperature >= HOT_C:
         findings.append(
             Finding(
@@ -106,8 +99,8 @@ def _clocks(n: Any, h: Any, index: int) -> list[Finding]:
 
 
 def _power_limit(n: Any, h: Any, index: int) -> Finding | None:
-    enforced = _guard(lambda: n.nvmlDeviceGetEnforcedPowerLimit(h))
-    default = _guard(lambda: n.nvmlDeviceGetPowerManagementDefaultLimit(h))
+    enforced = _call(n, "nvmlDeviceGetEnforcedPowerLimit", h)
+    default = _call(n, "nvmlDeviceGetPowerManagementDefaultLimit", h)
     if not enforced or not default:
         return None
     found = f"{enforced / 1000:.0f} W of the default {default / 1000:.0f} W"
@@ -123,11 +116,11 @@ def _power_limit(n: Any, h: Any, index: int) -> Finding | None:
     )
 
 
-def _processes(n: Any, h: Any, index: int, ignore: frozenset[int]) -> Finding:
+def _processes(n: Any, h: Any, index: int) -> Finding:
     pids: set[int] = set()
     for call in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
         running = _call(n, call, h)
-        pids.update(p.pid for p in running or () if p.pid not in ignore)
+        pids.update(p.pid for p in running or () if p.pid != os.getpid())
     if not pids:
         return Finding("other processes", Level.OK, "none")
     listed = ", ".join(map(str, sorted(pids)))
@@ -143,7 +136,7 @@ def _processes(n: Any, h: Any, index: int, ignore: frozenset[int]) -> Finding:
 
 
 def _ecc(n: Any, h: Any, index: int) -> list[Finding]:
-    mode = _guard(lambda: n.nvmlDeviceGetEccMode(h))
+    mode = _call(n, "nvmlDeviceGetEccMode", h)
     if mode is None:
         return [Finding("ECC", Level.OK, "not supported by this GPU")]
     current, pending = (int(v) for v in mode)
@@ -159,12 +152,9 @@ def _ecc(n: Any, h: Any, index: int) -> list[Finding]:
                 f"{index} -e {1 if current else 0}",
             )
         )
-    errors = _guard(
-        lambda: n.nvmlDeviceGetTotalEccErrors(
-            h, n.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, n.NVML_VOLATILE_ECC
-        )
-    )
-    rows = _guard(lambda: n.nvmlDeviceGetRemappedRows(h))
+    uncorrected = (n.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, n.NVML_VOLATILE_ECC)
+    errors = _call(n, "nvmlDeviceGetTotalEccErrors", h, *uncorrected)
+    rows = _call(n, "nvmlDeviceGetRemappedRows", h)
     pending_rows = bool(rows and (rows[2] or rows[3]))
     if errors or pending_rows:
         what = f"{errors} uncorrected error(s) since the driver loaded" if errors else ""
@@ -185,11 +175,11 @@ def _ecc(n: Any, h: Any, index: int) -> list[Finding]:
 
 
 def _pcie(n: Any, h: Any, index: int) -> Finding | None:
-    gen = _guard(lambda: n.nvmlDeviceGetCurrPcieLinkGeneration(h))
-    width = _guard(lambda: n.nvmlDeviceGetCurrPcieLinkWidth(h))
-    link_gen = _guard(lambda: n.nvmlDeviceGetMaxPcieLinkGeneration(h))
-    link_width = _guard(lambda: n.nvmlDeviceGetMaxPcieLinkWidth(h))
-    gpu_gen = _guard(lambda: n.nvmlDeviceGetGpuMaxPcieLinkGeneration(h))
+    gen = _call(n, "nvmlDeviceGetCurrPcieLinkGeneration", h)
+    width = _call(n, "nvmlDeviceGetCurrPcieLinkWidth", h)
+    link_gen = _call(n, "nvmlDeviceGetMaxPcieLinkGeneration", h)
+    link_width = _call(n, "nvmlDeviceGetMaxPcieLinkWidth", h)
+    gpu_gen = _call(n, "nvmlDeviceGetGpuMaxPcieLinkGeneration", h)
     if link_gen is None or link_width is None:
         return None
     found = f"Gen{link_gen} x{link_width} at most; now Gen{gen} x{width} (links slow down at idle)"
@@ -220,8 +210,8 @@ def _peak(n: Any, h: Any, name: str) -> Finding:
     row = found.row
     text = f"{row.name} in the table (dense: tf32 {row.tf32}, bf16 {row.bf16}, fp32 {row.fp32} "
     text += "TFLOP/s" + ("" if row.verified else "; figures unverified") + ")"
-    cores = _guard(lambda: n.nvmlDeviceGetNumGpuCores(h))
-    top = _guard(lambda: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM))
+    cores = _call(n, "nvmlDeviceGetNumGpuCores", h)
+    top = _call(n, "nvmlDeviceGetMaxClockInfo", h, n.NVML_CLOCK_SM)
     if cores and top:
         fp32 = cores * 2 * top / 1e6
         text += f"; NVML: {cores} cores x 2 x {top} MHz = {fp32:.1f} TFLOP/s fp32"
@@ -263,22 +253,19 @@ def gpu_sections(
     nvml: Any | None,
     problem: str | None = None,
     *,
-    ignore_pids: frozenset[int] = frozenset(),
     environ: Mapping[str, str] | None = None,
 ) -> list[Section]:
     """A section per GPU that CUDA would see. ``nvml``: the initialised ``pynvml`` module (or
     a fake); ``None`` with ``problem`` saying why there is none."""
     if nvml is None:
         return [Section(f"GPU: not checked: {problem}", ())]
-    n = nvml
-    ignore = ignore_pids | {os.getpid()}
-    indices = _visible(n, os.environ if environ is None else environ)
+    indices = _visible(nvml, os.environ if environ is None else environ)
     if not indices:
         return [Section("GPU: none visible to CUDA", ())]
-    return [_device(n, index, ignore) for index in indices]
+    return [_device(nvml, index) for index in indices]
 
 
-def _device(n: Any, index: int, ignore: frozenset[int]) -> Section:
+def _device(n: Any, index: int) -> Section:
     h = n.nvmlDeviceGetHandleByIndex(index)
     name = _text(_call(n, "nvmlDeviceGetName", h) or "unknown GPU")
     findings: list[Finding | None] = []
@@ -298,7 +285,7 @@ def _device(n: Any, index: int, ignore: frozenset[int]) -> Section:
         )
     findings += _clocks(n, h, index)
     findings.append(_power_limit(n, h, index))
-    findings.append(_processes(n, h, index, ignore))
+    findings.append(_processes(n, h, index))
     findings += _ecc(n, h, index)
     findings.append(_pcie(n, h, index))
     mig = _call(n, "nvmlDeviceGetMigMode", h)
