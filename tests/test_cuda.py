@@ -168,8 +168,8 @@ def test_a_cuda_train_step_in_sample_processes(gpu_project: pytest.Pytester) -> 
             result = cnnperf.train_step(convnet(), batch_size=64, image_size=64)
             m, env = result.measurement, result.environment
             assert not m.in_process
-            assert m.memory_source == "cuda-allocator"
-            assert m.peak_reserved_bytes >= m.peak_allocated_bytes > 0
+            assert m.memory.source == "cuda-allocator"
+            assert m.memory.reserved_bytes >= m.memory.allocated_bytes > 0
             assert {p for s in m.samples for p in s.phases} == {"forward", "backward", "optimizer"}
             sample = m.samples[0]
             assert sum(sample.phases["forward"]) > 0

@@ -46,13 +46,9 @@ class Spread:
         )
 
     @property
-    def iqr(self) -> float:
-        return self.q3 - self.q1
-
-    @property
     def relative_iqr(self) -> float:
         """IQR / median: torch.utils.benchmark warns above 0.1 ("system fluctuation")."""
-        return self.iqr / self.median if self.median else 0.0
+        return (self.q3 - self.q1) / self.median if self.median else 0.0
 
 
 @dataclass(frozen=True)
@@ -75,21 +71,14 @@ class MemoryPeak:
     optimizer_bytes: Bytes | None = None
 
     @property
-    def rest_bytes(self) -> int | None:
-        """The rest of the peak: activations, workspaces, the batch."""
-        parts = (self.parameters_bytes, self.gradients_bytes, self.optimizer_bytes)
-        if any(p is None for p in parts):
-            return None
-        return max(0, self.allocated_bytes - sum(p or 0 for p in parts))
-
-    @property
     def parts(self) -> PeakParts | None:
-        """The breakdown, where the pass recorded one."""
-        rest = self.rest_bytes
-        if rest is None:
+        """The breakdown, where the pass recorded one (the rest: activations, workspaces, the
+        batch)."""
+        weights, grads, state = self.parameters_bytes, self.gradients_bytes, self.optimizer_bytes
+        if weights is None or grads is None or state is None:
             return None
         return PeakParts(
-            self.parameters_bytes or 0, self.gradients_bytes or 0, self.optimizer_bytes or 0, rest
+            weights, grads, state, max(0, self.allocated_bytes - weights - grads - state)
         )
 
 
@@ -316,6 +305,8 @@ class Measurement:
     structure = Once[Structure]()
     structure_error = Once[str]()
     numbers = Once[StepNumbers]()
+    #: the calibration workload's id as the samples recorded it (``None``: unstamped)
+    calibration_unit = Once[str]()
     instructions = Once[Instructions]()
     profile_error = Once[str]()
 
@@ -352,11 +343,6 @@ class Measurement:
         """Each sample's throughput."""
         return tuple(self.items_per_step / t for t in self.step_times)
 
-    @property
-    def cold_step_s(self) -> float | None:
-        values = [s.cold_step_s for s in self.samples if s.cold_step_s is not None]
-        return statistics.median(values) if values else None
-
     def phase(self, name: str) -> Spread | None:
         """Spread of one phase's per-step times, pooled over samples."""
         values = [t for s in self.samples for t in s.phases.get(name, ())]
@@ -367,11 +353,6 @@ class Measurement:
         return tuple(s.calibration_s for s in self.samples if s.calibration_s is not None)
 
     @property
-    def calibration_unit(self) -> str | None:
-        """The calibration workload's id as the samples recorded it (``None``: unstamped)."""
-        return next((s.calibration_unit for s in self.samples if s.calibration_unit), None)
-
-    @property
     def memory_peaks(self) -> tuple[int, ...]:
         """The peak allocated bytes of the samples that measured memory."""
         return tuple(s.memory.allocated_bytes for s in self.samples if s.memory)
@@ -380,17 +361,6 @@ class Measurement:
     def peak_allocated_bytes(self) -> int | None:
         values = self.memory_peaks
         return int(statistics.median(values)) if values else None
-
-    @property
-    def peak_reserved_bytes(self) -> int | None:
-        values = [
-            s.memory.reserved_bytes for s in self.samples if s.memory and s.memory.reserved_bytes
-        ]
-        return int(statistics.median(values)) if values else None
-
-    @property
-    def memory_source(self) -> str | None:
-        return next((s.memory.source for s in self.samples if s.memory), None)
 
     @property
     def health_problems(self) -> tuple[str, ...]:
