@@ -28,8 +28,6 @@ from pytest_cnnperf.model import (
     CompileComparison,
     CompilerStack,
     CompileSetting,
-    ComputesOtherwise,
-    CountChange,
     CountedElsewhere,
     CountedOtherwise,
     CountsMoved,
@@ -43,7 +41,6 @@ from pytest_cnnperf.model import (
     Energy,
     Flags,
     GraphBreak,
-    Headline,
     ImpreciseBaseline,
     Look,
     MachineDrift,
@@ -53,13 +50,10 @@ from pytest_cnnperf.model import (
     NoBaseline,
     NoCounts,
     NoiseProfile,
-    NoiseProfileFile,
     NoisyCalibration,
     NoProfile,
     NotAtRevision,
-    NotCounted,
     NotSaved,
-    NumbersDiffer,
     OperatorCountsChanged,
     OtherKernels,
     Peak,
@@ -75,15 +69,21 @@ from pytest_cnnperf.model import (
     SlowerCompile,
     SoftwareChanged,
     StepFlops,
-    StructureChanged,
-    StructureRegressed,
     UnequalPairs,
     UntrustworthyGpu,
     Unvouched,
     Verdict,
 )
 from pytest_cnnperf.model.conditions import TwoSpeeds, Unprofiled
-from pytest_cnnperf.model.noise import BenchmarkNoise, NoiseRun
+from pytest_cnnperf.model.findings import (
+    ComputesOtherwise,
+    NotCounted,
+    StructureChanged,
+    StructureRegressed,
+)
+from pytest_cnnperf.model.noise import BenchmarkNoise, NoiseProfileFile, NoiseRun
+from pytest_cnnperf.model.result import Headline
+from pytest_cnnperf.model.structure import CountChange, NumbersDiffer
 from pytest_cnnperf.sampling import messages, xdist
 from pytest_cnnperf.store import codec, results_file
 from pytest_cnnperf.store import noise as noise_store

@@ -3,12 +3,7 @@ dataclasses, no torch and no I/O; ``store`` writes them to files and reads them 
 
 from __future__ import annotations
 
-from .comparison import (
-    Comparison,
-    CompileComparison,
-    Look,
-    Verdict,
-)
+from .comparison import Comparison, CompileComparison, Look, Verdict
 from .conditions import (
     CalibrationChanged,
     Disturbance,
@@ -29,12 +24,8 @@ from .conditions import (
     Unvouched,
 )
 from .config import BenchConfig, CompilerStack, CompileSetting, Environment, Flags, OptionValue
-from .decision import (
-    Decision,
-    Reason,
-)
+from .decision import Decision, Reason
 from .findings import (
-    ComputesOtherwise,
     CountedElsewhere,
     CountedOtherwise,
     CountsMoved,
@@ -43,33 +34,18 @@ from .findings import (
     NewGraphBreaks,
     NoCounts,
     NoProfile,
-    NotCounted,
     OperatorCountsChanged,
     ProfileFailed,
     Recompiled,
     SlowerCompile,
-    StructureChanged,
-    StructureRegressed,
 )
-from .identity import (
-    Against,
-    Revision,
-)
-from .noise import NoiseProfile, NoiseProfileFile
+from .identity import Against, Revision
+from .noise import NoiseProfile
 from .parts import Compilation, Counter, GraphBreak, Instructions, OperatorInstructions
 from .profile import Attribution, OperatorChange, OperatorTime, PeakParts, Profile
-from .result import Headline, Result, ResultsFile
-from .sample import (
-    DeviceHealth,
-    Energy,
-    Measurement,
-    MemoryPeak,
-    Peak,
-    Sample,
-    Spread,
-    StepFlops,
-)
-from .structure import CountChange, NumbersDiffer, OperatorCount, StepNumbers, Structure
+from .result import Result, ResultsFile
+from .sample import DeviceHealth, Energy, Measurement, MemoryPeak, Peak, Sample, Spread, StepFlops
+from .structure import StepNumbers
 
 __all__ = [
     "Against",
@@ -81,8 +57,6 @@ __all__ = [
     "CompileComparison",
     "CompileSetting",
     "CompilerStack",
-    "ComputesOtherwise",
-    "CountChange",
     "CountedElsewhere",
     "CountedOtherwise",
     "Counter",
@@ -98,7 +72,6 @@ __all__ = [
     "Environment",
     "Flags",
     "GraphBreak",
-    "Headline",
     "ImpreciseBaseline",
     "Instructions",
     "Look",
@@ -110,14 +83,10 @@ __all__ = [
     "NoCounts",
     "NoProfile",
     "NoiseProfile",
-    "NoiseProfileFile",
     "NoisyCalibration",
     "NotAtRevision",
-    "NotCounted",
     "NotSaved",
-    "NumbersDiffer",
     "OperatorChange",
-    "OperatorCount",
     "OperatorCountsChanged",
     "OperatorInstructions",
     "OperatorTime",
@@ -140,9 +109,6 @@ __all__ = [
     "Spread",
     "StepFlops",
     "StepNumbers",
-    "Structure",
-    "StructureChanged",
-    "StructureRegressed",
     "UnequalPairs",
     "UntrustworthyGpu",
     "Unvouched",
