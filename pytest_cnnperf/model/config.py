@@ -6,6 +6,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from .because import plural
 from .values import Count, PositiveInt
 
 #: a value of an inductor option as ``torch.compile(options=...)`` takes it
@@ -29,15 +30,15 @@ class CompileSetting:
     def label(self) -> str:
         """``compile`` for ``compile=True``, else ``compile=`` and what differs from it:
         ``compile=max-autotune``, ``compile=aot_eager,fullgraph``."""
-        parts = [] if self.backend == "inductor" else [self.backend]
-        if self.mode:
-            parts.append(self.mode)
-        if self.fullgraph:
-            parts.append("fullgraph")
-        if self.dynamic is not False:
-            parts.append(f"dynamic={'auto' if self.dynamic is None else 'true'}")
-        parts += [f"{name}={value}" for name, value in self.options]
-        return "compile=" + ",".join(parts) if parts else "compile"
+        parts = [
+            self.backend if self.backend != "inductor" else "",
+            self.mode or "",
+            "fullgraph" if self.fullgraph else "",
+            {None: "dynamic=auto", True: "dynamic=true"}.get(self.dynamic, ""),
+            *(f"{name}={value}" for name, value in self.options),
+        ]
+        shown = ",".join(part for part in parts if part)
+        return f"compile={shown}" if shown else "compile"
 
 
 @dataclass(frozen=True)
@@ -59,23 +60,21 @@ class LoaderSetting:
 
     def label(self) -> str:
         """``FakeData workers=4 pin_memory``: the dataset and what differs from a plain loader."""
-        parts = [self.dataset]
-        if self.workers is not None:
-            parts.append(f"workers={self.workers}")
-        if self.pin_memory:
-            parts.append("pin_memory")
-        if self.persistent_workers:
-            parts.append("persistent")
-        if self.prefetch_factor not in (None, 2):  # 2 is the DataLoader's default
-            parts.append(f"prefetch={self.prefetch_factor}")
-        return " ".join(parts)
+        parts = [
+            self.dataset,
+            f"workers={self.workers}" if self.workers is not None else "",
+            "pin_memory" if self.pin_memory else "",
+            "persistent" if self.persistent_workers else "",
+            # 2 is the DataLoader's default
+            f"prefetch={self.prefetch_factor}" if self.prefetch_factor not in (None, 2) else "",
+        ]
+        return " ".join(part for part in parts if part)
 
 
-#: the CPU's calibration workload (unchanged since before units had ids)
-CPU_CALIBRATION_UNIT = "cpu-convnet-v1"
 #: the calibration unit of samples and baselines recorded before units had ids, by device type:
-#: on CUDA, four fp16 products of 2048², which mostly timed kernel launches on a large GPU
-UNSTAMPED_CALIBRATION_UNITS = {"cpu": CPU_CALIBRATION_UNIT, "cuda": "cuda-mm-fp16-2048x4"}
+#: the CPU's is unchanged since; on CUDA, four fp16 products of 2048², which mostly timed kernel
+#: launches on a large GPU
+UNSTAMPED_CALIBRATION_UNITS = {"cpu": "cpu-convnet-v1", "cuda": "cuda-mm-fp16-2048x4"}
 
 
 def calibration_unit(stamped: str | None, device: str) -> str:
@@ -112,12 +111,8 @@ class CompilerStack:
     cxx_version: str | None = None
 
     def describe(self) -> str:
-        parts = []
-        if self.cxx_version or self.cxx:
-            parts.append(self.cxx_version or self.cxx or "")
-        if self.triton:
-            parts.append(f"Triton {self.triton}")
-        return ", ".join(parts) or "none"
+        parts = [self.cxx_version or self.cxx or "", f"Triton {self.triton}" if self.triton else ""]
+        return ", ".join(part for part in parts if part) or "none"
 
 
 @dataclass(frozen=True)
@@ -191,19 +186,17 @@ class Environment:
 
     def describe(self) -> str:
         """One line for reports: device, software stack and threads."""
-        parts = [self.device_name]
-        if self.cuda:
-            parts.append(f"CUDA {self.cuda}")
-        if self.cudnn:
-            parts.append(f"cuDNN {self.cudnn}")
-        if self.driver:
-            parts.append(f"driver {self.driver}")
-        parts.append(f"torch {self.torch}")
-        if self.torchvision:
-            parts.append(f"torchvision {self.torchvision}")
-        parts.append(f"Python {self.python}")
-        parts.append(f"{self.threads} thread{'' if self.threads == 1 else 's'}")
-        return ", ".join(parts)
+        parts = [
+            self.device_name,
+            f"CUDA {self.cuda}" if self.cuda else "",
+            f"cuDNN {self.cudnn}" if self.cudnn else "",
+            f"driver {self.driver}" if self.driver else "",
+            f"torch {self.torch}",
+            f"torchvision {self.torchvision}" if self.torchvision else "",
+            f"Python {self.python}",
+            plural(self.threads, "thread"),
+        ]
+        return ", ".join(part for part in parts if part)
 
 
 @dataclass(frozen=True)
@@ -234,25 +227,19 @@ class BenchConfig:
         """A stable, readable key: ``train_step resnet18 bs=32 224x224 amp=bf16 channels_last``;
         a loop's names its loader unless a ``name`` names the benchmark (so that a change of
         the loader is gated against the same baseline)."""
-        parts = [self.kind, self.label or self.model, f"bs={self.batch_size}"]
-        if self.loader and not self.label:
-            parts.append(self.loader.label())
-        if self.image_size:
-            parts.append(f"{self.image_size[0]}x{self.image_size[1]}")
-        if self.amp:
-            parts.append(f"amp={self.amp}")
-        if self.channels_last:
-            parts.append("channels_last")
-        if self.optimizer:
-            parts.append(f"opt={self.optimizer}")
-        if self.loss:
-            parts.append(f"loss={self.loss}")
-        if self.cudnn_mode:
-            parts.append(f"cudnn={self.cudnn_mode}")
-        if self.world_size != 1:
-            parts.append(f"world={self.world_size}")
-        if self.compile:
-            parts.append(self.compile.label())
-        if self.cuda_graphs:
-            parts.append("cuda_graphs")
-        return " ".join(parts)
+        parts = [
+            self.kind,
+            self.label or self.model,
+            f"bs={self.batch_size}",
+            self.loader.label() if self.loader and not self.label else "",
+            f"{self.image_size[0]}x{self.image_size[1]}" if self.image_size else "",
+            f"amp={self.amp}" if self.amp else "",
+            "channels_last" if self.channels_last else "",
+            f"opt={self.optimizer}" if self.optimizer else "",
+            f"loss={self.loss}" if self.loss else "",
+            f"cudnn={self.cudnn_mode}" if self.cudnn_mode else "",
+            f"world={self.world_size}" if self.world_size != 1 else "",
+            self.compile.label() if self.compile else "",
+            "cuda_graphs" if self.cuda_graphs else "",
+        ]
+        return " ".join(part for part in parts if part)
