@@ -12,14 +12,12 @@ def plural(count: int, noun: str) -> str:
 
 
 class Because:
-    """What every reason has: its ``kind`` in files, its sentence (``str(reason)``), and, for
-    the reasons that fail a compiled benchmark, what failed it (``fails``: ``graph breaks``).
-    A reason is one by being a subclass with a ``kind``: files and the manual know it from
-    :meth:`kinds`, which lists them all in the order they are defined."""
+    """What every reason has: its ``kind`` in files, its sentence (``str(reason)``), and what it
+    fails a benchmark for, if anything (:attr:`fails_as`). A reason is one by being a subclass
+    with a ``kind``: files and the manual know it from :meth:`kinds`, which lists them all in
+    the order they are defined."""
 
     kind: ClassVar[str]
-    #: the failure a compiled benchmark's reason stands for, named as a failure message says it
-    fails: ClassVar[str | None] = None
     _kinds: ClassVar[dict[str, type[Because]]] = {}
 
     def __init_subclass__(cls, **kwargs: object) -> None:
@@ -34,6 +32,12 @@ class Because:
         """Every reason, in the order they are defined (``model.conditions``, then
         ``model.findings``)."""
         return tuple(Because._kinds.values())
+
+    @property
+    def fails_as(self) -> str | None:
+        """What it fails a benchmark for beside its throughput and memory, as a failure message
+        names it (``graph breaks``, ``host-device synchronisations``); ``None``: nothing."""
+        return None
 
     def __str__(self) -> str:
         raise NotImplementedError

@@ -12,8 +12,6 @@ from .because import Because, plural, speed
 from .comparison import Verdict
 from .values import Count, NonNegative, Positive
 
-NO_BASELINE = "no baseline"
-
 
 @dataclass(frozen=True)
 class NoBaseline(Because):
@@ -28,21 +26,24 @@ class NoBaseline(Because):
     #: AVX512``), ``""`` where nothing known does
     differences: tuple[str, ...] = ()
 
+    def _elsewhere(self) -> list[tuple[str, str]]:
+        """Each kind of ``elsewhere`` with its difference (none in files that kept none)."""
+        differences = self.differences or ("",) * len(self.elsewhere)
+        return list(zip(self.elsewhere, differences, strict=False))
+
     @property
     def shareable(self) -> tuple[str, ...]:
         """The kinds of ``elsewhere`` whose hardware is not known to pick other kernels: only
         their baselines may be shared with this machine's (``--cnnperf-machine``)."""
-        differences = self.differences or ("",) * len(self.elsewhere)
-        return tuple(m for m, d in zip(self.elsewhere, differences, strict=False) if not d)
+        return tuple(m for m, d in self._elsewhere() if not d)
 
     def __str__(self) -> str:
-        text = f"{NO_BASELINE} for {self.machine or 'this kind of machine'}"
+        text = f"no baseline for {self.machine or 'this kind of machine'}"
         if not self.elsewhere:
             return text
-        differences = self.differences or ("",) * len(self.elsewhere)
         kinds = [
             f"{m} ({d}: other kernels, whose figures are not compared with these)" if d else m
-            for m, d in zip(self.elsewhere, differences, strict=False)
+            for m, d in self._elsewhere()
         ]
         return text + f"; baselines of it exist for {', '.join(kinds)}"
 

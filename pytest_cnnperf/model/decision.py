@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from .because import Because
 from .comparison import Comparison, CompileComparison, Verdict
 from .conditions import NoBaseline, Remark
-from .findings import ComputesOtherwise, Creep, StructureRegressed
+from .findings import Creep
 from .identity import Against
 from .profile import Attribution
 from .sample import Measurement
@@ -19,11 +19,7 @@ Reason = Because
 
 
 def failure_of(reason: Reason) -> str | None:
-    """What a reason fails a benchmark for beside its throughput and memory (``graph breaks``,
-    ``host-device synchronisations``, ...), or ``None``."""
-    if isinstance(reason, Remark | StructureRegressed | ComputesOtherwise):
-        return reason.fails_as
-    return reason.fails
+    return reason.fails_as
 
 
 def is_creep(reason: Reason) -> bool:

@@ -26,7 +26,7 @@ class NewGraphBreaks(Because):
     """A compiled benchmark breaks its graph in more places than its baseline did."""
 
     kind = "new-graph-breaks"
-    fails = "graph breaks"
+    fails_as = "graph breaks"
     count: Count
     baseline_count: Count
     #: the breaks the baseline did not have (all of them when only their lines moved)
@@ -43,7 +43,7 @@ class Recompiled(Because):
     steady figure is then not the compiled step's."""
 
     kind = "recompiled"
-    fails = "recompiles"
+    fails_as = "recompiles"
     recompiles: Count
     reasons: tuple[str, ...]
     eager_frames: Count = 0
@@ -78,7 +78,7 @@ class SlowerCompile(Because):
     """Compiling took longer than the baseline's past ``compile_time_threshold``."""
 
     kind = "slower-compile"
-    fails = "compile time"
+    fails_as = "compile time"
     current_s: NonNegative
     baseline_s: Positive
     threshold: Positive
