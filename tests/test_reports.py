@@ -29,11 +29,13 @@ from pytest_cnnperf.reports import (
     junit,
     markdown,
     modes,
+    outputs,
     plot,
     table,
     terminal,
 )
 from pytest_cnnperf.store import results_file
+from pytest_cnnperf.store.baseline import BaselineStore
 
 MiB = 1 << 20
 
@@ -560,6 +562,21 @@ def test_plot_uses_the_baselines_samples_when_at_hand() -> None:
     picture = plot.picture(GATED[:1], {(GATED[0].test_id, GATED[0].key): baseline})
     assert picture.benches[0].baseline_rates == baseline.measured.rates
     assert plot.picture(GATED[:1], {}).benches[0].baseline_rate == pytest.approx(160)
+
+
+def test_the_session_plot_takes_the_baselines_its_store_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    store = BaselineStore(Path("baselines"))
+    baseline = result("resnet18", 0.06, Verdict.SAVED).as_baseline()
+    store.save(ENV.machine, "tests/test_perf", {GATED[0].test: {baseline.key: baseline}})
+    path = store.path(ENV.machine, "tests/test_perf")
+    path.write_text("not read again")
+    found = outputs.held_baselines(store, GATED)
+    assert list(found) == [(GATED[0].test_id, GATED[0].key)]
+    assert found[(GATED[0].test_id, GATED[0].key)].measured.rates == baseline.measured.rates
+    assert outputs.held_baselines(BaselineStore(Path("baselines")), GATED) == {}  # unreadable
 
 
 def test_plot_file_must_be_png_or_svg(tmp_path: Path) -> None:

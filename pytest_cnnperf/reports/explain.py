@@ -7,7 +7,6 @@ import shlex
 from collections.abc import Sequence
 
 from ..model import (
-    Attribution,
     Comparison,
     CompileComparison,
     Creep,
@@ -144,14 +143,16 @@ def _regressed_metrics(decision: Decision) -> list[str]:
     return [c.metric for c in gated if c and c.verdict is Verdict.REGRESSED]
 
 
-def attribution_lines(attribution: Attribution, limit: int = 5) -> list[str]:
-    """``operators`` and its rows, as a failure message's block: the top ``limit`` changes and
-    the trace to open."""
-    rows = attribution.lines(limit)
-    lines = [f"  {'operators' if i == 0 else '':<12}{row}" for i, row in enumerate(rows)]
-    if attribution.trace:
-        lines.append(f"  trace       {display_path(attribution.trace)}")
-    return lines
+def operator_rows(decision: Decision) -> list[tuple[str, str]]:
+    """Which operators changed, as ``(label, row)``: the attribution's top changes and the
+    trace that shows them, then the operator counts that changed (``operators`` labels each
+    block's first row)."""
+    blocks = [decision.attribution.lines()] if decision.attribution else []
+    blocks += [r.lines() for r in decision.reasons if isinstance(r, OperatorCountsChanged)]
+    rows = [("" if i else "operators", row) for block in blocks for i, row in enumerate(block)]
+    if decision.attribution and decision.attribution.trace:
+        rows.insert(len(blocks[0]), ("trace", display_path(decision.attribution.trace)))
+    return rows
 
 
 def _what_failed(key: str, decision: Decision) -> str:
@@ -222,12 +223,7 @@ def _evidence(decision: Decision, unit: str, input_line: str | None = None) -> l
         lines += ["  " + line for line in comparison_lines(decision.memory, unit, where)]
     if decision.compile:
         lines += ["  " + line for line in compile_lines(decision.compile)]
-    if decision.attribution:
-        lines += attribution_lines(decision.attribution)
-    for reason in decision.reasons:
-        if isinstance(reason, OperatorCountsChanged):
-            rows = reason.lines()
-            lines += [f"  {'operators' if i == 0 else '':<12}{row}" for i, row in enumerate(rows)]
+    lines += [f"  {label:<12}{row}" for label, row in operator_rows(decision)]
     lines += [f"  {reason}" for reason in decision.reasons if failure_of(reason)]
     lines += [f"  environment changed: {change}" for change in decision.environment_changes]
     lines += [f"  note: {note}" for note in notes(decision, compile_failures=False)]

@@ -14,13 +14,11 @@ from ..model import (
     Environment,
     Measurement,
     NewGraphBreaks,
-    OperatorCountsChanged,
     Result,
     Verdict,
     units,
 )
 from ..model.findings import graph_break_text
-from ..store.locations import display_path
 from . import efficiency, explain, loader
 
 #: the order verdicts are counted in, worst first
@@ -210,7 +208,10 @@ def row(result: Result) -> Row:
         energy=efficiency.energy(m),
         parameters=units.count(m.parameters),
         notes=tuple(notes),
-        operators=_operators(d),
+        operators=tuple(
+            f"trace: {row}" if label == "trace" else row
+            for label, row in (explain.operator_rows(d) if d else [])
+        ),
     )
 
 
@@ -218,17 +219,6 @@ def _instructions(m: Measurement) -> str:
     """``22.8 M a step``: the counted steps' median instructions."""
     counted = m.instructions
     return f"{units.count(round(counted.per_step))} a step" if counted else "-"
-
-
-def _operators(d: Decision | None) -> tuple[str, ...]:
-    counted = [r for r in d.reasons if isinstance(r, OperatorCountsChanged)] if d else []
-    attribution = d.attribution if d else None
-    if attribution is None:
-        return tuple(line for r in counted for line in r.lines())
-    lines = attribution.lines()
-    if attribution.trace:
-        lines.append(f"trace: {display_path(attribution.trace)}")
-    return tuple(lines)
 
 
 def _notes(result: Result, m: Measurement, d: Decision | None) -> list[str]:
