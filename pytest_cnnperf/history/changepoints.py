@@ -9,7 +9,7 @@ between its neighbouring change points, the largest mean shift any split could s
 with the largest shift the same runs show in random order (a permutation test). Testing the two
 sides of the split that was *chosen* to differ most (a t-test or Mann-Whitney test of before and
 after) would be optimistic: every series has some split that looks significant. A candidate
-needs a p-value of at most ``alpha`` and a step of at least ``min_step``; the weakest failing
+needs a p-value of at most ``ALPHA`` and a step of at least ``MIN_STEP``; the weakest failing
 one is dropped and the rest tested again, until all hold.
 
 Why ruptures (1.1, maintained, numpy and scipy only): the E-divisive implementations the issue
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: the defaults of :func:`find`
+#: a change point's p-value bound and least step; permutations tested; fewest runs a side
 ALPHA = 0.01
 MIN_STEP = 0.02
 PERMUTATIONS = 999
@@ -60,11 +60,11 @@ def noise(x: np.ndarray) -> float:
     return float(np.median(np.abs(diffs - np.median(diffs))) / (0.6745 * math.sqrt(2)))
 
 
-def _max_shift(windows: np.ndarray, min_size: int) -> np.ndarray:
+def _max_shift(windows: np.ndarray) -> np.ndarray:
     """For each row: the largest ``l2`` cost reduction of one split into two segments of at
-    least ``min_size`` (``n_l n_r / n (mean_l - mean_r)^2``)."""
+    least ``MIN_SIZE`` (``n_l n_r / n (mean_l - mean_r)^2``)."""
     n = windows.shape[1]
-    t = np.arange(min_size, n - min_size + 1)
+    t = np.arange(MIN_SIZE, n - MIN_SIZE + 1)
     sums = np.cumsum(windows, axis=1)
     total = sums[:, -1:]
     left = sums[:, t - 1] / t
@@ -74,15 +74,15 @@ def _max_shift(windows: np.ndarray, min_size: int) -> np.ndarray:
     return result
 
 
-def p_value(x: np.ndarray, min_size: int, permutations: int, rng: np.random.Generator) -> float:
+def p_value(x: np.ndarray, rng: np.random.Generator) -> float:
     """How often the runs in random order show a split as large as ``x`` does."""
-    observed = _max_shift(x[None, :], min_size)[0]
-    shuffled = rng.permuted(np.tile(x, (permutations, 1)), axis=1)
-    hits = int(np.sum(_max_shift(shuffled, min_size) >= observed * (1 - 1e-12)))
-    return (hits + 1) / (permutations + 1)
+    observed = _max_shift(x[None, :])[0]
+    shuffled = rng.permuted(np.tile(x, (PERMUTATIONS, 1)), axis=1)
+    hits = int(np.sum(_max_shift(shuffled) >= observed * (1 - 1e-12)))
+    return (hits + 1) / (PERMUTATIONS + 1)
 
 
-def candidates(x: np.ndarray, min_size: int) -> list[int]:
+def candidates(x: np.ndarray) -> list[int]:
     """ruptures' PELT change points of ``x`` (indices of the first value after each)."""
     import ruptures
 
@@ -90,32 +90,24 @@ def candidates(x: np.ndarray, min_size: int) -> list[int]:
     if sigma == 0:
         sigma = max(float(np.std(x)), 1e-12) / 10  # a noiseless series: any step stands out
     penalty = 4 * sigma**2 * math.log(len(x))
-    found = ruptures.Pelt(model="l2", min_size=min_size, jump=1).fit(x).predict(pen=penalty)
+    found = ruptures.Pelt(model="l2", min_size=MIN_SIZE, jump=1).fit(x).predict(pen=penalty)
     return [int(i) for i in found[:-1]]  # the last "change point" is the series' end
 
 
-def find(
-    values: Sequence[float],
-    *,
-    alpha: float = ALPHA,
-    min_step: float = MIN_STEP,
-    permutations: int = PERMUTATIONS,
-    min_size: int = MIN_SIZE,
-    seed: int = 0,
-) -> list[ChangePoint]:
+def find(values: Sequence[float]) -> list[ChangePoint]:
     """The change points of ``values`` (positive figures such as throughputs), oldest first."""
     data = np.asarray(values, dtype=float)
-    if len(data) < 2 * min_size or np.any(data <= 0):
+    if len(data) < 2 * MIN_SIZE or np.any(data <= 0):
         return []
     x = np.log(data)
-    rng = np.random.default_rng(seed)
-    kept = candidates(x, min_size)
+    rng = np.random.default_rng(0)  # the same history, the same change points
+    kept = candidates(x)
     while kept:
         bounds = [0, *kept, len(x)]
         tested = []
         for i, index in enumerate(kept):
             lo, hi = bounds[i], bounds[i + 2]
-            p = p_value(x[lo:hi], min_size, permutations, rng)
+            p = p_value(x[lo:hi], rng)
             point = ChangePoint(
                 index=index,
                 before=float(np.median(data[lo:index])),
@@ -123,7 +115,7 @@ def find(
                 p_value=p,
             )
             tested.append(point)
-        failing = [c for c in tested if c.p_value > alpha or abs(c.change) < min_step]
+        failing = [c for c in tested if c.p_value > ALPHA or abs(c.change) < MIN_STEP]
         if not failing:
             return tested
         weakest = max(failing, key=lambda c: (c.p_value, -abs(c.change)))

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import parsers
+from .runs import Entry
 from .series import Analysis, analyse, build
 from .store import APPLICATION_ID, HistoryProblem, display, open_store
 
@@ -190,16 +191,21 @@ def require_ruptures() -> None:
         ) from None
 
 
+def _entries(target: Path | str, machine: str | None = None) -> list[Entry]:
+    """Every stored result of the history (on ``machine``), to be analysed."""
+    require_ruptures()
+    try:
+        with open_store(target) as store:
+            return store.entries(machine)
+    except HistoryProblem as exc:
+        raise CommandProblem(str(exc)) from None
+
+
 def read(
     target: Path | str, pattern: str | None, machine: str | None, window: int
 ) -> tuple[list[Analysis], int]:
     """The analysed series of the history and how many runs it holds."""
-    require_ruptures()
-    try:
-        with open_store(target) as store:
-            entries = store.entries(machine)
-    except HistoryProblem as exc:
-        raise CommandProblem(str(exc)) from None
+    entries = _entries(target, machine)
     runs = len({e.run_id for e in entries})
     series = build(entries, pattern, machine)
     if not series:
@@ -278,12 +284,7 @@ def comment(
         target = None  # no history configured: the comment is this run alone
     analyses: Sequence[Analysis] | None = None
     if target is not None:
-        require_ruptures()
-        try:
-            with open_store(target) as store:
-                entries = store.entries()
-        except HistoryProblem as exc:
-            raise CommandProblem(str(exc)) from None
+        entries = _entries(target)
         wanted = {(r.test_id, r.key, r.environment.machine) for r in found if r.environment}
         analyses = [
             analyse(s, window) for s in build(entries) if (s.test_id, s.key, s.machine) in wanted
@@ -299,22 +300,15 @@ def comment(
     return [f"wrote {output}"]
 
 
-def bisect_range(
-    given: str | None, test_id: str, branch: str | None, window: int = 20
-) -> tuple[str, str, str]:
+def bisect_range(given: str | None, test_id: str, branch: str | None) -> tuple[str, str, str]:
     """GOOD and BAD for ``cnnperf bisect --history``: the commits of the runs on either side of
     the latest change point the history found in the benchmark ``test_id`` (its throughput),
     among one branch's runs (``branch``, else the latest run's); pull requests' runs are left
     out, their commits being merge commits nobody wrote. Also a line saying what was found."""
     from .series import Series
 
-    require_ruptures()
     target = resolve_target(given, Path.cwd())
-    try:
-        with open_store(target) as store:
-            entries = store.entries()
-    except HistoryProblem as exc:
-        raise CommandProblem(str(exc)) from None
+    entries = _entries(target)
     mine = [
         e
         for e in entries
@@ -332,7 +326,7 @@ def bisect_range(
     found = []
     for series in build(on_branch):
         points = tuple(p for p in series.points if p.run.commit)
-        analysis = analyse(Series(series.test_id, series.key, series.machine, points), window)
+        analysis = analyse(Series(series.test_id, series.key, series.machine, points))
         if analysis.change_points:
             found.append((points[analysis.change_points[-1].index].run.recorded, analysis))
     if not found:

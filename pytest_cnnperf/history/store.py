@@ -210,14 +210,21 @@ class Store(AbstractContextManager["Store"]):
         """Store ``run`` with its results in one transaction; returns the run's number."""
         raise NotImplementedError
 
+    def _query(self, sql: str, parameters: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """The rows of ``sql``, written with ``?`` placeholders."""
+        raise NotImplementedError
+
     def entries(self, machine: str | None = None) -> list[Entry]:
         """Every stored result with its run, oldest run first."""
-        raise NotImplementedError
+        where = " WHERE x.machine = ?" if machine else ""
+        rows = self._query(_SELECT + where + " ORDER BY r.id, x.id", [machine] if machine else [])
+        return self._entries(rows)
 
     def recent(self, test_id: str, key: str, machine: str, runs: int) -> list[Entry]:
         """The newest ``runs`` measured results of one benchmark on one machine, newest first,
         none older than the newest run that accepted it (``--cnnperf-creep-accept``)."""
-        raise NotImplementedError
+        rows = self._query(_RECENT, [test_id, key, machine, test_id, key, machine, runs])
+        return self._entries(rows)
 
     def close(self) -> None:
         raise NotImplementedError
@@ -354,15 +361,6 @@ class SqliteStore(Store):
         except sqlite3.Error as exc:
             raise HistoryProblem(self.name, self._explain(exc)) from None
 
-    def entries(self, machine: str | None = None) -> list[Entry]:
-        where = " WHERE x.machine = ?" if machine else ""
-        rows = self._query(_SELECT + where + " ORDER BY r.id, x.id", [machine] if machine else [])
-        return self._entries(rows)
-
-    def recent(self, test_id: str, key: str, machine: str, runs: int) -> list[Entry]:
-        rows = self._query(_RECENT, [test_id, key, machine, test_id, key, machine, runs])
-        return self._entries(rows)
-
     def close(self) -> None:
         self.conn.close()
 
@@ -438,16 +436,11 @@ class PostgresStore(Store):
         run_id: int = self._run(insert)
         return run_id
 
-    def entries(self, machine: str | None = None) -> list[Entry]:
-        where = " WHERE x.machine = ?" if machine else ""
-        sql = _sql(_SELECT + where + " ORDER BY r.id, x.id")
-        rows = self._run(lambda conn: conn.execute(sql, [machine] if machine else []).fetchall())
-        return self._entries(rows)
-
-    def recent(self, test_id: str, key: str, machine: str, runs: int) -> list[Entry]:
-        parameters = [test_id, key, machine, test_id, key, machine, runs]
-        rows = self._run(lambda conn: conn.execute(_sql(_RECENT), parameters).fetchall())
-        return self._entries(rows)
+    def _query(self, sql: str, parameters: Sequence[Any]) -> list[tuple[Any, ...]]:
+        rows: list[tuple[Any, ...]] = self._run(
+            lambda conn: conn.execute(_sql(sql), parameters).fetchall()
+        )
+        return rows
 
     def close(self) -> None:
         self.conn.close()

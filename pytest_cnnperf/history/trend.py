@@ -4,12 +4,12 @@ and whether they drift steadily.
 Change-point detection is the wrong tool for a creep: a benchmark that loses 1% a run is cut
 into a staircase of "steps", none of which is the story. So over the last ``window`` runs:
 
-* ``best``: the highest throughput of a run; ``latest``: the median of the last ``latest`` runs
+* ``best``: the highest throughput of a run; ``latest``: the median of the last ``LATEST`` runs
   (one run is too noisy to stand for "now"); ``loss``: how far the latest are below the best;
 * the trend: the Theil-Sen slope of log throughput per run (robust to odd runs), with its 95%
   confidence interval, and Kendall's tau test of "no trend";
-* it is *creeping* when the trend is significant (``p < alpha``), downward, adds up to at least
-  ``min_drift`` over the window, and a straight line fits the runs better than one step does
+* it is *creeping* when the trend is significant (``p < ALPHA``), downward, adds up to at least
+  ``MIN_DRIFT`` over the window, and a straight line fits the runs better than one step does
   (a single step looks like a trend to Kendall's test too; the change points report it).
 """
 
@@ -76,14 +76,7 @@ def _step_fits_better(y: np.ndarray) -> bool:
     return step_error < line_error
 
 
-def view(
-    values: Sequence[float],
-    *,
-    window: int = WINDOW,
-    latest: int = LATEST,
-    alpha: float = ALPHA,
-    min_drift: float = MIN_DRIFT,
-) -> CreepView | None:
+def view(values: Sequence[float], window: int = WINDOW) -> CreepView | None:
     """The creep view of a series of throughputs (higher is better); ``None`` with fewer than
     :data:`MIN_RUNS` runs."""
     from scipy import stats
@@ -101,7 +94,7 @@ def view(
     slope = math.expm1(fit.slope)
     steady = not _step_fits_better(y)
     drift = (1 + slope) ** (n - 1) - 1
-    count = min(latest, n)
+    count = min(LATEST, n)
     return CreepView(
         runs=n,
         best_index=offset + int(np.argmax(recent)),
@@ -114,5 +107,5 @@ def view(
         start=math.exp(fit.intercept),
         p_value=p,
         steady=steady,
-        creeping=p < alpha and slope < 0 and -drift >= min_drift and steady,
+        creeping=p < ALPHA and slope < 0 and -drift >= MIN_DRIFT and steady,
     )
