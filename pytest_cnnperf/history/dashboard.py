@@ -141,7 +141,7 @@ def chart(analysis: Analysis) -> str:
             fontsize=8,
             color=STEP,
         )
-    _environment_marks([ax], analysis)
+    _environment_marks(ax, analysis)
     creep = analysis.creep
     if creep:
         first = n - creep.runs + 1
@@ -192,7 +192,7 @@ def chart(analysis: Analysis) -> str:
         )
         for change in analysis.memory_changes:
             mem.axvline(change.index + 0.5, color=STEP, linewidth=1.2)
-        _environment_marks([mem], analysis, labels=False)
+        _environment_marks(mem, analysis, labels=False)
         mem.set_ylabel(f"peak memory ({unit})")
         mem.grid(axis="y", color="#e6e6e6")
         mem.set_axisbelow(True)
@@ -213,30 +213,29 @@ def chart(analysis: Analysis) -> str:
     return _svg(fig)
 
 
-def _environment_marks(axes: Sequence[Any], analysis: Analysis, labels: bool = True) -> None:
+def _environment_marks(ax: Any, analysis: Analysis, labels: bool = True) -> None:
     for k, change in enumerate(analysis.environment_changes):
         x = change.index + 0.5
-        for ax in axes:
-            ax.axvline(
-                x,
+        ax.axvline(
+            x,
+            color=ENVIRONMENT,
+            linestyle=":",
+            linewidth=1.4,
+            label="environment changed" if labels and k == 0 else None,
+        )
+        if labels:
+            ax.annotate(
+                "; ".join(change.changes),
+                (x, 0),
+                xycoords=("data", "axes fraction"),
+                xytext=(-3, 4),
+                textcoords="offset points",
+                rotation=90,
+                ha="right",
+                va="bottom",
+                fontsize=7.5,
                 color=ENVIRONMENT,
-                linestyle=":",
-                linewidth=1.4,
-                label="environment changed" if labels and k == 0 else None,
             )
-            if labels:
-                ax.annotate(
-                    "; ".join(change.changes),
-                    (x, 0),
-                    xycoords=("data", "axes fraction"),
-                    xytext=(-3, 4),
-                    textcoords="offset points",
-                    rotation=90,
-                    ha="right",
-                    va="bottom",
-                    fontsize=7.5,
-                    color=ENVIRONMENT,
-                )
 
 
 def sparkline(analysis: Analysis) -> str:

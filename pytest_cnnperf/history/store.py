@@ -172,12 +172,17 @@ _INSERT_RESULT = (
 )
 
 
-def _result_rows(run: RunInfo, results: Sequence[Result]) -> list[tuple[Any, ...]]:
-    """The rows of ``results``, without their run's id (first in the table)."""
+def _result_rows(name: str, run: RunInfo, results: Sequence[Result]) -> list[tuple[Any, ...]]:
+    """The rows of ``results``, without their run's id (first in the table); a problem for a
+    result JSON cannot hold (a non-finite number)."""
     rows = []
     for result in results:
         m = result.measurement
         machine = result.environment.machine if result.environment else run.machine
+        try:
+            data = json.dumps(results_file.result_data(result), sort_keys=True)
+        except ValueError as exc:
+            raise HistoryProblem(name, f"a result cannot be stored: {exc}") from None
         rows.append(
             (
                 result.test_id,
@@ -186,18 +191,10 @@ def _result_rows(run: RunInfo, results: Sequence[Result]) -> list[tuple[Any, ...
                 result.verdict.value if result.verdict else "none",
                 m.items_per_second if m else None,
                 m.peak_allocated_bytes if m else None,
-                json.dumps(results_file.result_data(result), sort_keys=True),
+                data,
             )
         )
     return rows
-
-
-def _checked_rows(name: str, run: RunInfo, results: Sequence[Result]) -> list[tuple[Any, ...]]:
-    """The rows to store, or a problem for a result JSON cannot hold (a non-finite number)."""
-    try:
-        return _result_rows(run, results)
-    except ValueError as exc:
-        raise HistoryProblem(name, f"a result cannot be stored: {exc}") from None
 
 
 class Store(AbstractContextManager["Store"]):
@@ -345,7 +342,7 @@ class SqliteStore(Store):
         self.conn.execute("COMMIT")
 
     def append(self, run: RunInfo, results: Sequence[Result]) -> int:
-        rows = _checked_rows(self.name, run, results)
+        rows = _result_rows(self.name, run, results)
         try:
             with self._write():
                 cursor = self.conn.execute(_INSERT_RUN, _run_row(run))
@@ -423,7 +420,7 @@ class PostgresStore(Store):
             raise HistoryProblem(self.name, f"PostgreSQL failed: {_first_line(exc)}") from None
 
     def append(self, run: RunInfo, results: Sequence[Result]) -> int:
-        rows = _checked_rows(self.name, run, results)
+        rows = _result_rows(self.name, run, results)
 
         def insert(conn: Any) -> int:
             run_id = int(

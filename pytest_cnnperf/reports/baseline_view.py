@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..model import Result, units
+from ..model import Result
 from . import table, text
 
 
@@ -13,23 +13,11 @@ def lines(results: Sequence[Result]) -> list[str]:
     compiled = any(r.config.compile for r in results)
     body = []
     for r in results:
-        m = r.measured
-        spread = m.step
-        throughput = units.rate(m.items_per_second, r.unit)
-        if spread.n > 1:
-            throughput += f" ±{spread.relative_iqr / 2:.0%}"
-        body.append(
-            [
-                r.test,
-                table.short_key(r.config),
-                throughput,
-                units.seconds(m.step_time_s),
-                units.nbytes(m.peak_allocated_bytes),
-                str(len(m.samples)),
-            ]
-        )
+        row = table.row(r)
+        body.append([row.test, row.benchmark, row.throughput, row.step, row.memory])
         if compiled:
-            body[-1][-1:-1] = _compiled(r)
+            body[-1] += [row.compile, row.graph_breaks]
+        body[-1].append(str(len(r.measured.samples)))
     headers = ["test", "benchmark", "throughput", "step", "peak mem", "samples"]
     if compiled:
         headers[-1:-1] = ["compile cold / warm", "breaks"]
@@ -40,11 +28,3 @@ def lines(results: Sequence[Result]) -> list[str]:
         if r.environment
     )
     return [*out, "", *envs]
-
-
-def _compiled(r: Result) -> list[str]:
-    if not r.config.compile:
-        return ["-", "-"]
-    m = r.measured
-    times = f"{units.seconds(m.compile_time('cold'))} / {units.seconds(m.compile_time('warm'))}"
-    return [times, str(len(m.graph_breaks))]

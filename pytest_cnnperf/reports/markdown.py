@@ -73,19 +73,6 @@ def code_cell(value: str) -> str:
     return code(value).replace("|", "\\|")
 
 
-def _summary(results: Sequence[Result]) -> str:
-    """:func:`table.summary` with the failed tests' names as code."""
-    parts = []
-    for verdict, count in table.counts(results):
-        part = f"{count} {verdict}"
-        if verdict in (Verdict.REGRESSED, Verdict.ERROR):
-            named = [code(table.short_test(r.test_id)) for r in results if r.verdict is verdict]
-            part += f" ({', '.join(named)})"
-        parts.append(part)
-    total = len(results)
-    return f"{total} benchmark{'' if total == 1 else 's'}: " + ", ".join(parts)
-
-
 def title(results: Sequence[Result]) -> str:
     """The verdict in one heading."""
     n = len(results)
@@ -166,7 +153,7 @@ def render(results: Sequence[Result], verbose: bool = False) -> str:
     failures = _attention(results)
     if failures:
         lines += [*failures, ""]
-    lines += [_summary(results), ""]
+    lines += [table.summary(results, name=code), ""]
     rows = [table.row(r) for r in results]
     columns = table.visible(rows, [*table.COLUMNS, *(table.DETAIL_COLUMNS if verbose else ())])
     lines.append("| " + " | ".join(c.header for c in columns) + " |")

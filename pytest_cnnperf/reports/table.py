@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..model import (
@@ -160,6 +160,12 @@ def short_test(test_id: str) -> str:
     return test_id.split("::", 1)[-1]
 
 
+def throughput(m: Measurement) -> str:
+    """The median throughput and half its samples' spread: ``812 images/s ±3%``."""
+    text = units.rate(m.items_per_second, m.unit)
+    return text + f" ±{m.step.relative_iqr / 2:.0%}" if m.step.n > 1 else text
+
+
 def baseline_rate(result: Result) -> float | None:
     """The baseline's throughput in items per second, as the gate compared it."""
     comparison = result.decision.throughput if result.decision else None
@@ -178,10 +184,6 @@ def row(result: Result) -> Row:
     benchmark = short_key(result.config)
     if m is None:
         return Row(verdict, test, benchmark, notes=(result.error,) if result.error else ())
-    spread = m.step
-    throughput = units.rate(m.items_per_second, m.unit)
-    if spread.n > 1:
-        throughput += f" ±{spread.relative_iqr / 2:.0%}"
     phases = [m.phase(name) for name in ("forward", "backward", "optimizer")]
     phase_text = (
         " / ".join(f"{p.median * 1e3:.1f}" for p in phases if p) + " ms" if all(phases) else "-"
@@ -191,7 +193,7 @@ def row(result: Result) -> Row:
         verdict=verdict,
         test=test,
         benchmark=benchmark,
-        throughput=throughput,
+        throughput=throughput(m),
         baseline_throughput=units.rate(baseline_rate(result), m.unit),
         throughput_change=gain(d.throughput) if d and d.throughput else "-",
         input_wait=loader.wait_cell(m),
@@ -274,13 +276,14 @@ def counts(results: Sequence[Result]) -> list[tuple[Verdict, int]]:
     return [(v, tally[v]) for v in VERDICT_ORDER if tally[v]]
 
 
-def summary(results: Sequence[Result]) -> str:
-    """``7 benchmarks: 1 regressed (test_train[vgg16]), 1 inconclusive, 5 ok``."""
+def summary(results: Sequence[Result], name: Callable[[str], str] = str) -> str:
+    """``7 benchmarks: 1 regressed (test_train[vgg16]), 1 inconclusive, 5 ok``, each failed
+    test as ``name`` writes it."""
     parts = []
     for verdict, count in counts(results):
         part = f"{count} {verdict}"
         if verdict in (Verdict.REGRESSED, Verdict.ERROR):
-            named = [short_test(r.test_id) for r in results if r.verdict is verdict]
+            named = [name(short_test(r.test_id)) for r in results if r.verdict is verdict]
             part += f" ({', '.join(named)})"
         parts.append(part)
     total = len(results)
