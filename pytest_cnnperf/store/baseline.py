@@ -30,7 +30,7 @@ from typing import Any
 
 from ..model import Result
 from . import leftovers
-from .codec import Document, DocumentProblem, dump
+from .codec import Document, DocumentProblem, FileError, dump
 from .locations import safe_name
 
 SIGNIFICANT_DIGITS = 5
@@ -60,26 +60,20 @@ class BaselineFile:
 BASELINE: Document[BaselineFile] = Document("pytest-cnnperf/baseline", 2, BaselineFile, "")
 
 
-class BaselineFileError(Exception):
+class BaselineFileError(FileError):
     """A baseline file exists but cannot be used."""
 
-    def __init__(self, path: Path, problem: str) -> None:
-        self.path = path
-        self.problem = problem
-        super().__init__(
-            f"baseline file {path} cannot be used: {problem}. Mend it (or delete it) and record "
-            "new baselines with --cnnperf-save; it is left untouched until then."
-        )
+    WORDING = (
+        "baseline file {path} cannot be used: {problem}. Mend it (or delete it) and record new "
+        "baselines with --cnnperf-save; it is left untouched until then."
+    )
 
 
-class BaselineSaveError(Exception):
+class BaselineSaveError(FileError):
     """A baseline file cannot be written (a folder that cannot be created or written to, a
     lock that cannot be taken)."""
 
-    def __init__(self, path: Path, problem: str) -> None:
-        self.path = path
-        self.problem = problem
-        super().__init__(f"cannot save baselines to {path}: {problem}")
+    WORDING = "cannot save baselines to {path}: {problem}"
 
 
 def os_problem(exc: OSError) -> str:

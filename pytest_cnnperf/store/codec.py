@@ -26,6 +26,7 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Generic, TypeVar, Union, cast
 
 from ..model.values import Check
@@ -39,6 +40,18 @@ class DataError(ValueError):
 
 class DocumentProblem(ValueError):
     """Why a JSON document cannot be read, as a reason; the caller names the file."""
+
+
+class FileError(Exception):
+    """A file of ours cannot be used: ``problem`` says why; the message, worded by the kind of
+    file's ``WORDING``, names the file and the fix."""
+
+    WORDING = "{path}: {problem}"
+
+    def __init__(self, path: Path, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(self.WORDING.format(path=path, problem=problem))
 
 
 def json_data(text: str) -> Any:

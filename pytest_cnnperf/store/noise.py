@@ -34,12 +34,10 @@ FILE_NAME = "noise-profile.json"
 class NoiseProfileError(BaselineFileError):
     """A noise profile file exists but cannot be used."""
 
-    def __init__(self, path: Path, problem: str) -> None:
-        super().__init__(path, problem)
-        self.args = (
-            f"noise profile {path} cannot be used: {problem}. Record it again with `cnnperf "
-            "noise -- PYTEST_ARGS`, or delete it to gate with the device's default noise",
-        )
+    WORDING = (
+        "noise profile {path} cannot be used: {problem}. Record it again with `cnnperf noise -- "
+        "PYTEST_ARGS`, or delete it to gate with the device's default noise"
+    )
 
 
 def path(root: Path, machine: str) -> Path:

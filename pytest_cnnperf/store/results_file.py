@@ -18,7 +18,7 @@ from typing import Any
 
 from ..model import Result, ResultsFile
 from . import baseline
-from .codec import DataError, Document, DocumentProblem, dump, json_data
+from .codec import DataError, Document, DocumentProblem, FileError, dump, json_data
 from .codec import load as load_data
 
 RESULTS: Document[ResultsFile] = Document("pytest-cnnperf/results", 2, ResultsFile, "results")
@@ -49,13 +49,8 @@ def read_result(data: Any, path: str, again: str = "") -> Result:
     return load_data(Result, data, path)
 
 
-class FileProblem(Exception):
+class FileProblem(FileError):
     """A file the command was given cannot be used; the message says why."""
-
-    def __init__(self, path: Path | str, problem: str) -> None:
-        self.path = Path(path)
-        self.problem = problem
-        super().__init__(f"{path}: {problem}")
 
 
 @dataclass(frozen=True)
