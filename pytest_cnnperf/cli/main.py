@@ -83,18 +83,16 @@ def _run(args: argparse.Namespace) -> tuple[list[str], int]:
         return _plot(args.file, args.output, args.against, args.reference), EXIT_OK
     if command == "doctor":
         return _doctor()
-    if command in ("history", "dashboard", "comment"):
-        if command == "history":
-            lines = history.history(
-                args.history, args.pattern, args.machine, args.window, args.rows
-            )
-        elif command == "dashboard":
-            lines = history.dashboard(
-                args.out_dir, args.history, args.pattern, args.machine, args.window
-            )
-        else:
-            lines = history.comment(args.files, args.history, args.window, args.output)
-        return lines, EXIT_OK
+    if command == "history":
+        return history.history(
+            args.history, args.pattern, args.machine, args.window, args.rows
+        ), EXIT_OK
+    if command == "dashboard":
+        return history.dashboard(
+            args.out_dir, args.history, args.pattern, args.machine, args.window
+        ), EXIT_OK
+    if command == "comment":
+        return history.comment(args.files, args.history, args.window, args.output), EXIT_OK
     return _models(), EXIT_OK
 
 

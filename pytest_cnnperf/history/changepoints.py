@@ -12,10 +12,8 @@ after) would be optimistic: every series has some split that looks significant. 
 needs a p-value of at most ``ALPHA`` and a step of at least ``MIN_STEP``; the weakest failing
 one is dropped and the rest tested again, until all hold.
 
-Why ruptures (1.1, maintained, numpy and scipy only): the E-divisive implementations the issue
-names cannot be dependencies of a plugin for Python >= 3.10 beside torch: MongoDB's
-signal-processing-algorithms requires Python < 3.12 and numpy < 2 (and gevent); apache-otava
-pins one exact numpy (2.2.0) and brings cloud SDKs. See docs/history.md.
+Why ruptures (maintained, numpy and scipy only) rather than an E-divisive implementation:
+docs/history.md.
 """
 
 from __future__ import annotations

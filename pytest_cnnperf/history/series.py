@@ -82,13 +82,10 @@ def matches(pattern: str | None, test_id: str, key: str) -> bool:
 
 
 def build(
-    entries: Iterable[Entry],
-    pattern: str | None = None,
-    machine: str | None = None,
-    last: int = LAST_RUNS,
+    entries: Iterable[Entry], pattern: str | None = None, machine: str | None = None
 ) -> list[Series]:
     """The series of ``entries`` (oldest run first) that ``pattern`` and ``machine`` select,
-    each cut to its ``last`` runs, in the order their benchmarks first appear."""
+    each cut to its :data:`LAST_RUNS` runs, in the order their benchmarks first appear."""
     grouped: dict[tuple[str, str, str], list[Point]] = {}
     for entry in entries:
         result = entry.result
@@ -102,7 +99,7 @@ def build(
         point = Point(entry.run_id, entry.run, result)
         grouped.setdefault((result.test_id, result.key, where), []).append(point)
     return [
-        Series(test_id, key, where, tuple(points[-last:]))
+        Series(test_id, key, where, tuple(points[-LAST_RUNS:]))
         for (test_id, key, where), points in grouped.items()
     ]
 

@@ -259,9 +259,12 @@ class SqliteStore(Store):
     def __init__(self, path: Path, create: bool) -> None:
         self.path = path
         self.name = display(path)
-        problem = self._check_path(create)
-        if problem:
-            raise HistoryProblem(self.name, problem)
+        if path.is_dir():
+            why = "it is a directory; give a SQLite file's path, e.g. .cnnperf/history.db"
+            raise HistoryProblem(self.name, why)
+        if not create and not path.exists():
+            why = "no such file; record runs into it with pytest --cnnperf --cnnperf-history=PATH"
+            raise HistoryProblem(self.name, why)
         try:
             if create:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -279,13 +282,6 @@ class SqliteStore(Store):
             self.conn.close()
             why = exc.problem if isinstance(exc, HistoryProblem) else self._explain(exc)
             raise HistoryProblem(self.name, why) from None
-
-    def _check_path(self, create: bool) -> str | None:
-        if self.path.is_dir():
-            return "it is a directory; give a SQLite file's path, e.g. .cnnperf/history.db"
-        if not create and not self.path.exists():
-            return "no such file; record runs into it with pytest --cnnperf --cnnperf-history=PATH"
-        return None
 
     def _explain(self, exc: sqlite3.Error) -> str:
         text = _first_line(exc)
@@ -318,18 +314,14 @@ class SqliteStore(Store):
         a newer schema."""
         application = int(self.conn.execute("PRAGMA application_id").fetchone()[0])
         version = int(self.conn.execute("PRAGMA user_version").fetchone()[0])
-        if application not in (0, APPLICATION_ID) or (
-            application == 0 and (version or self._tables())
-        ):
+        tables = int(self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0])
+        if application not in (0, APPLICATION_ID) or (application == 0 and (version or tables)):
             raise HistoryProblem(
                 self.name, "it is a SQLite database of another application, not a history"
             )
         if version > SCHEMA_VERSION:
             raise HistoryProblem(self.name, _newer(version))
         return version
-
-    def _tables(self) -> int:
-        return int(self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0])
 
     @contextmanager
     def _write(self) -> Iterator[None]:

@@ -56,18 +56,16 @@ def comparison_lines(
     """A comparison's figures and evidence; ``where``: where the figures compared with were
     measured (:func:`reference`); ``gated``: whether the comparison decided (a throughput
     beside instruction counts is reported only)."""
-    if comparison.metric == "throughput" and not gated:
-        return [
-            f"throughput  {units.rate(comparison.current, unit)} now, "
-            f"{units.rate(comparison.baseline, unit)} {where}: "
-            f"{units.change(-(comparison.raw_change or comparison.change))} as measured "
-            "(reported, not gated: instructions gate throughput)"
-        ]
     if comparison.metric == "throughput":
         measured = (
             f"throughput  {units.rate(comparison.current, unit)} now, "
             f"{units.rate(comparison.baseline, unit)} {where}: "
         )
+        if not gated:
+            raw = units.change(-(comparison.raw_change or comparison.change))
+            return [
+                f"{measured}{raw} as measured (reported, not gated: instructions gate throughput)"
+            ]
         if comparison.machine_factor != 1.0 and comparison.raw_change is not None:
             measured += (
                 f"{units.change(-comparison.raw_change)} as measured, "
