@@ -1,11 +1,8 @@
 """What a benchmark call asks for, checked: the runner's arguments turned into a description.
 
-``train_step``, ``train_loop``, ``inference`` and ``measure`` take keyword arguments from the
-user's test. Here they are checked (a bad one is an :class:`ArgumentProblem` whose message names
-the value and the accepted forms) and turned into a spec of the work, which ``measuring.workload``
-(``measuring.loader`` for a loop) builds on a device, and into the
-:class:`~pytest_cnnperf.model.BenchConfig` that identifies the benchmark in its baseline. No
-torch here.
+A bad argument is an :class:`ArgumentProblem` that names the value and the accepted forms; good
+ones make the spec that ``measuring.workload`` (``measuring.loader`` for a loop) builds on a
+device, and the :class:`~pytest_cnnperf.model.BenchConfig` that keys the baseline. No torch here.
 """
 
 from __future__ import annotations

@@ -291,7 +291,7 @@ def _passed_on(config: pytest.Config) -> tuple[str, ...]:
     return (*words, *settings.as_given(config.invocation_params.args, zoo.SETTINGS))
 
 
-def _sides(config: pytest.Config, state: Session) -> Sides:
+def _sides(config: pytest.Config) -> Sides:
     """The other processes this process's benchmarks take samples from."""
     from .runner import Sides
 
@@ -467,7 +467,7 @@ def cnnperf(request: pytest.FixtureRequest, cudnn_mode: CudnnMode | None) -> Cnn
         Location.of(request.node),
         session.plan_for(values),
         cudnn_mode.value if cudnn_mode else None,
-        _sides(request.config, session),
+        _sides(request.config),
     )
 
 

@@ -12,7 +12,7 @@ import hashlib
 import os
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
@@ -48,7 +48,7 @@ from .store.baseline import BaselineFileError, BaselineSaveError
 from .store.locations import Location, display_path, readable_name
 
 T = TypeVar("T")
-S = TypeVar("S", bound=TrainSpec | InferenceSpec)
+Spec = TrainSpec | InferenceSpec
 
 
 def _profiled(attribution: str, config: BenchConfig, world_size: int) -> bool:
@@ -83,14 +83,13 @@ def _checked(describe: Callable[[], T]) -> T:
 @dataclass(frozen=True)
 class Sides:
     """The other processes a benchmark's samples may come from: the revision's gated against
-    (``--cnnperf-against``), and those that count instructions, of this checkout and of that
-    revision (``--cnnperf-metric=instructions``; each started at its first count)."""
+    (``--cnnperf-against``), and the instruction counters of this checkout and of that revision."""
 
-    against: AgainstRun | None = None
-    counting: Callable[[], Sampler] | None = None
-    counting_base: Callable[[], Sampler] | None = None
+    against: AgainstRun | None
+    counting: Callable[[], Sampler] | None
+    counting_base: Callable[[], Sampler] | None
     #: keeps the counting processes still while a test's samples are timed
-    held: Callable[[], AbstractContextManager[None]] = nullcontext
+    held: Callable[[], AbstractContextManager[None]]
 
 
 class CnnPerf:
@@ -109,7 +108,7 @@ class CnnPerf:
         location: Location,
         plan: Plan,
         cudnn_mode: str | None,
-        sides: Sides = Sides(),
+        sides: Sides,
     ) -> None:
         self._session = session
         self._sampler = sampler
@@ -270,9 +269,8 @@ class CnnPerf:
         name: str,
         unit: str = "images",
     ) -> Result:
-        """Time ``step_fn()``, one step of a training loop of your own (detection,
-        segmentation, ...), working on tensors already on ``cnnperf.device``. Throughput is
-        ``items_per_step`` (in ``unit``) per step; ``name`` identifies it in the baseline."""
+        """Time ``step_fn()``, one step of a training loop of your own on tensors already on
+        ``cnnperf.device``, at ``items_per_step`` (in ``unit``); ``name`` keys its baseline."""
         __tracebackhide__ = True
         config = _checked(
             lambda: benchmark.custom_config(step_fn, items_per_step, name, unit, self._cudnn_mode)
@@ -290,7 +288,7 @@ class CnnPerf:
     def _images(
         self,
         model: Any,
-        describe: Callable[[], TrainSpec | InferenceSpec],
+        describe: Callable[[], Spec],
         compile: object,
         cuda_graphs: object,
         name: str | None,
@@ -313,7 +311,7 @@ class CnnPerf:
 
         return self._run(config, build, world_size)
 
-    def _compiling(self, spec: S, compile: object, cuda_graphs: object) -> S:
+    def _compiling(self, spec: Spec, compile: object, cuda_graphs: object) -> Spec:
         """``spec`` with its ``compile=`` and ``cuda_graphs=`` checked."""
         request = benchmark.compile_request(compile)
         world = getattr(spec, "world_size", 1)
@@ -328,7 +326,7 @@ class CnnPerf:
         )
         return dataclasses.replace(spec, compile=request, cuda_graphs=graphs)
 
-    def _with_cache(self, spec: S, config: BenchConfig) -> S:
+    def _with_cache(self, spec: Spec, config: BenchConfig) -> Spec:
         """A compiled spec with its compiler cache folder, shared by its sample processes."""
         request = spec.compile
         if request is None:
@@ -420,7 +418,7 @@ class CnnPerf:
         self, site: Site, world_size: int, profiled: bool
     ) -> tuple[Gating | Saving, Sampler | None]:
         """The benchmark's course through the gate, and the sampler of the revision it is
-        gated against in this run (``None``: against a stored baseline, or nothing)."""
+        gated against in this run (``None``: a stored baseline, or nothing)."""
         plan, against = self._plan, self._sides.against
         if against is None or plan.save:
 

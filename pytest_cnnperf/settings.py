@@ -13,6 +13,7 @@ Nothing here imports torch, numpy or the measuring code: ``pytest --help`` reads
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -388,24 +389,17 @@ class Settings:
         return value
 
 
+@dataclass(eq=False)
 class Configuration:
     """What the command line and the ini file set, with the folders their paths are relative
     to; :meth:`resolve` gives the settings in force on a device (for a test, with its marker)."""
 
-    def __init__(
-        self,
-        cli: Mapping[Setting[Any], Any],
-        ini: Mapping[Setting[Any], Any],
-        invocation_dir: Path,
-        rootdir: Path,
-        table: Iterable[Setting[Any]] = SETTINGS,
-    ) -> None:
-        self.cli = dict(cli)
-        self.ini = dict(ini)
-        self.invocation_dir = invocation_dir
-        self.rootdir = rootdir
-        #: every setting there is (the plugin's and the zoo's)
-        self.table = tuple(table)
+    cli: dict[Setting[Any], Any]
+    ini: dict[Setting[Any], Any]
+    invocation_dir: Path
+    rootdir: Path
+    #: every setting there is (the plugin's and the zoo's)
+    table: tuple[Setting[Any], ...] = SETTINGS
 
     @classmethod
     def read(

@@ -18,12 +18,9 @@ from .gpu import gpu_sections, load_nvml
 __all__ = ["examine", "render", "session_warning", "warnings"]
 
 
-def examine(
-    root: Path = Path("/"), nvml: tuple[Any | None, str | None] | None = None
-) -> list[Section]:
+def examine() -> list[Section]:
     """Every check, as ``cnnperf doctor`` runs them."""
-    module, problem = load_nvml() if nvml is None else nvml
-    return [cpu_section(root), *gpu_sections(module, problem)]
+    return [cpu_section(), *gpu_sections(*load_nvml())]
 
 
 def session_warning(
@@ -42,7 +39,8 @@ def session_warning(
                 found += warnings(gpu_sections(module, problem))
             finally:
                 if nvml is None:  # the sample processes forked later start NVML afresh
-                    _shutdown(module)
+                    with contextlib.suppress(Exception):  # NVML's many error classes
+                        module.nvmlShutdown()
     if not found:
         return None
     what = "; ".join(dict.fromkeys(f.brief or f"{f.topic}: {f.found}" for f in found))
@@ -50,8 +48,3 @@ def session_warning(
         f"this machine is not fit to benchmark on: {what}; `cnnperf doctor` says why and how "
         "to fix it"
     )
-
-
-def _shutdown(module: Any) -> None:
-    with contextlib.suppress(Exception):  # NVML raises many error classes; none matters here
-        module.nvmlShutdown()

@@ -1,10 +1,7 @@
 """The bundled model zoo: ``pytest --cnnperf --pyargs pytest_cnnperf.zoo``.
 
-The CNNs the field compares (cnn-benchmarks, the cuDNN and AMP articles): the ResNet family,
-VGG-16, MobileNet-V2, EfficientNet-B0, GoogLeNet and Inception-V3. On a GPU each trains at its
-published input size (224 px, 299 for Inception-V3) and a published batch size (32 to 256); on the
-CPU at small sizes that finish in minutes on two cores. ``--cnnperf-zoo-*`` options choose models,
-batch sizes, image size, AMP, memory format and compile modes.
+The CNNs the field compares, each on a GPU at its published input and batch size, on the CPU at
+small sizes that finish in minutes on two cores; ``--cnnperf-zoo-*`` options choose the cases.
 """
 
 from __future__ import annotations
