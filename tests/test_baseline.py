@@ -14,6 +14,7 @@ import pytest
 from factories import result
 
 from pytest_cnnperf.model import BenchConfig, Decision, Result, Verdict
+from pytest_cnnperf.store import noise as noise_file
 from pytest_cnnperf.store.baseline import (
     BASELINE,
     BaselineFile,
@@ -269,3 +270,10 @@ def test_a_file_in_the_place_of_a_folder_is_named(tmp_path: Path) -> None:
         BaselineSaveError, match=f"cannot save baselines to {tmp_path}/m/mod.json: File exists"
     ):
         BaselineStore(tmp_path).check_writable(BaselineStore(tmp_path).path("m", "mod"))
+    # the machine's noise profile, beside its baselines, is read the same way
+    with pytest.raises(
+        noise_file.NoiseProfileError,
+        match=f"noise profile {tmp_path}/m/noise-profile.json cannot be used: it cannot be read: "
+        f"{tmp_path}/m is a file, not a folder. Record it again",
+    ):
+        noise_file.read_file(tmp_path, "m")

@@ -125,6 +125,22 @@ def _rounded(data: Any) -> Any:
     return data
 
 
+def read_text(path: Path, error: type[FileError]) -> str | None:
+    """The file's text, ``None`` if there is none; ``error`` if it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        in_the_way = next((p for p in path.parents if p.is_file()), path.parent)
+        problem = f"it cannot be read: {in_the_way} is a file, not a folder"
+    except UnicodeDecodeError:
+        problem = "it is not a text file (expected JSON)"
+    except OSError as exc:
+        problem = f"it cannot be read ({exc.strerror})"
+    raise error(path, problem)
+
+
 def module_of(path: Path, machine: str) -> str:
     """The test module of a file that does not name it, from its path below its machine's
     folder (``baselines/<machine>/tests/test_models.json`` -> ``tests/test_models``)."""
@@ -234,27 +250,11 @@ class BaselineStore:
     def path(self, machine: str, module: str) -> Path:
         return self.root / safe_name(machine) / f"{module}.json"
 
-    def _read(self, path: Path) -> str | None:
-        """The file's text, ``None`` if there is none; ``BaselineFileError`` if it cannot be
-        read."""
-        try:
-            return path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        except NotADirectoryError:
-            in_the_way = next((p for p in path.parents if p.is_file()), path.parent)
-            problem = f"it cannot be read: {in_the_way} is a file, not a folder"
-        except UnicodeDecodeError:
-            problem = "it is not a text file (expected JSON)"
-        except OSError as exc:
-            problem = f"it cannot be read ({exc.strerror})"
-        raise BaselineFileError(path, problem)
-
     def load(self, path: Path, machine: str | None = None) -> BaselineFile | None:
         """The file at ``path``, ``None`` if there is none; raises ``BaselineFileError``."""
         if path not in self._cache:
             try:
-                text = self._read(path)
+                text = read_text(path, BaselineFileError)
                 self._cache[path] = None if text is None else parse(text, path, machine)
             except BaselineFileError as exc:
                 self._cache[path] = exc
@@ -309,7 +309,7 @@ class BaselineStore:
         with _locked(path):
             _remove_leftovers(path)
             self._cache.pop(path, None)
-            text = self._read(path)
+            text = read_text(path, BaselineFileError)
             data: dict[str, Any] = {}
             if text is not None:
                 parse(text, path, machine)  # refuses a file it cannot use

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model.noise import WIDEST, BenchmarkNoise, NoiseProfile, NoiseProfileFile
-from .baseline import BaselineFileError, _write_atomically
+from .baseline import BaselineFileError, _write_atomically, read_text
 from .codec import Document, DocumentProblem, load
 from .locations import safe_name
 
@@ -60,12 +60,9 @@ def read_file(root: Path, machine: str) -> NoiseProfileFile | None:
     """The noise profile file of ``machine`` under the baselines folder ``root`` (``None``: none
     was recorded); ``NoiseProfileError`` says what is wrong with a file that cannot be used."""
     where = path(root, machine)
-    try:
-        text = where.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    text = read_text(where, NoiseProfileError)
+    if text is None:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise NoiseProfileError(where, f"it cannot be read ({exc})") from None
     try:
         document = NOISE.parse(text, "noise profile")
     except DocumentProblem as exc:
