@@ -71,16 +71,11 @@ class Loaded:
 
 
 def _read(path: Path) -> tuple[str, object]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FileProblem(path, "no such file") from None
-    except IsADirectoryError:
-        raise FileProblem(path, "it is a directory, not a results or baseline file") from None
-    except UnicodeDecodeError:
-        raise FileProblem(path, "it is not a text file (expected JSON)") from None
-    except OSError as exc:
-        raise FileProblem(path, f"it cannot be read ({exc.strerror})") from None
+    if path.is_dir():
+        raise FileProblem(path, "it is a directory, not a results or baseline file")
+    text = baseline.read_text(path, FileProblem)
+    if text is None:
+        raise FileProblem(path, "no such file")
     try:
         return text, json_data(text)
     except DocumentProblem as exc:
