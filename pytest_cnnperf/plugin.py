@@ -351,9 +351,8 @@ def pytest_make_collect_report(
     collector: pytest.Collector,
 ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
     """Note the benchmark tests of each module as the module lists them, before a node id,
-    ``-k``, ``-m`` or ``--lf`` leaves some out (innermost of the wrappers, this sees the list
-    before ``--lf``'s wrapper shortens it): only an entry whose test no longer exists is
-    stale."""
+    ``-k``, ``-m`` or ``--lf`` leaves some out (this innermost wrapper sees the list before
+    ``--lf``'s shortens it): only an entry whose test no longer exists is stale."""
     report: pytest.CollectReport = yield
     session = _session(collector.config)
     if session is None or collector.getparent(pytest.Module) is None:
@@ -443,9 +442,8 @@ def model_factory(pytestconfig: pytest.Config) -> ModelFactory:
 
 @pytest.fixture
 def cnnperf(request: pytest.FixtureRequest, cudnn_mode: CudnnMode | None) -> CnnPerf:
-    """The benchmark runner: ``cnnperf.train_step(model, batch_size=...)``,
-    ``cnnperf.inference(...)`` and ``cnnperf.measure(step_fn, ...)`` measure, gate against the
-    baseline and return the result."""
+    """The benchmark runner: ``cnnperf.train_step(model, batch_size=...)``, ``train_loop``,
+    ``inference`` and ``measure`` measure, gate against the baseline and return the result."""
     from .runner import CnnPerf
     from .store.locations import Location
 

@@ -8,6 +8,7 @@ has it followed through the gate (``follow``, ``gate.sequential``) as the test's
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 import time
@@ -421,10 +422,7 @@ class CnnPerf:
         gated against in this run (``None``: a stored baseline, or nothing)."""
         plan, against = self._plan, self._sides.against
         if against is None or plan.save:
-
-            def find(result: Result) -> Reference:
-                return self._reference(result, site.key)
-
+            find = functools.partial(self._reference, key=site.key)
             return sequential.course(plan, find, profiled=profiled), None
         if world_size != 1:
             raise BenchmarkError(
