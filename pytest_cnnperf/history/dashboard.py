@@ -21,7 +21,7 @@ from typing import Any
 from ..model import units
 from ..reports import plot
 from .series import Analysis
-from .views import change_point_line, creep_line, when
+from .views import change_point_line, creep_line, environment_line, memory_change_line, when
 
 THROUGHPUT = "#3b75af"
 MEMORY = "#6a8f3a"
@@ -330,14 +330,9 @@ def series_page(analysis: Analysis, target: str) -> str:
         f"<li>change point: {_e(change_point_line(analysis, p))}</li>"
         for p in analysis.change_points
     ]
+    findings += [f"<li>{_e(environment_line(c))}</li>" for c in analysis.environment_changes]
     findings += [
-        f"<li>environment changed at run {c.index + 1}: {_e('; '.join(c.changes))}</li>"
-        for c in analysis.environment_changes
-    ]
-    findings += [
-        f"<li>peak memory at run {c.index + 1} ({_e(analysis.commit_range(c.index))}): "
-        f"{_e(units.change(c.change))} ({_e(units.nbytes(c.before))} -&gt; "
-        f"{_e(units.nbytes(c.after))})</li>"
+        f"<li>peak memory at {_e(memory_change_line(analysis, c))}</li>"
         for c in analysis.memory_changes
     ]
     if analysis.creep:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from ..model import units
 from ..reports import text
 from .changepoints import ChangePoint
-from .series import Analysis, Series
+from .series import Analysis, EnvironmentChange, MemoryChange, Series
 from .trend import CreepView
 
 
@@ -47,16 +47,23 @@ def creep_line(analysis: Analysis, creep: CreepView) -> str:
     )
 
 
+def memory_change_line(analysis: Analysis, c: MemoryChange) -> str:
+    return (
+        f"run {c.index + 1} ({analysis.commit_range(c.index)}): {units.change(c.change)} "
+        f"({units.nbytes(c.before)} -> {units.nbytes(c.after)})"
+    )
+
+
+def environment_line(change: EnvironmentChange) -> str:
+    return f"environment changed at run {change.index + 1}: {'; '.join(change.changes)}"
+
+
 def _memory_line(analysis: Analysis) -> str:
     changes = analysis.memory_changes
     if not changes:
         peaks = [p.peak_bytes for p in analysis.series.points if p.peak_bytes is not None]
         return f"unchanged at {units.nbytes(peaks[-1])}" if peaks else "not measured"
-    return "; ".join(
-        f"run {c.index + 1} ({analysis.commit_range(c.index)}): {units.change(c.change)} "
-        f"({units.nbytes(c.before)} -> {units.nbytes(c.after)})"
-        for c in changes
-    )
+    return "; ".join(memory_change_line(analysis, c) for c in changes)
 
 
 def runs_table(analysis: Analysis, rows: int) -> list[str]:
@@ -119,7 +126,6 @@ def series_lines(analysis: Analysis, rows: int) -> list[str]:
         else "  creep: too few runs to tell (6 or more are needed)"
     )
     out.append(f"  memory: {_memory_line(analysis)}")
-    for change in analysis.environment_changes:
-        out.append(f"  environment changed at run {change.index + 1}: {'; '.join(change.changes)}")
+    out += [f"  {environment_line(change)}" for change in analysis.environment_changes]
     out += ["", *["  " + line for line in runs_table(analysis, rows)]]
     return out

@@ -22,9 +22,4 @@ def lines(results: Sequence[Result]) -> list[str]:
     if compiled:
         headers[-1:-1] = ["compile cold / warm", "breaks"]
     out = text.columns(headers, body, right=range(2, len(headers)))
-    envs = dict.fromkeys(
-        f"environment: {r.environment.describe()} ({r.environment.machine})"
-        for r in results
-        if r.environment
-    )
-    return [*out, "", *envs]
+    return [*out, "", *table.environment_lines(results)]

@@ -129,11 +129,7 @@ def default_info() -> tuple[dict[str, Any], dict[str, Any]]:
     return plugin.pytest_benchmark_generate_machine_info(), utils.get_commit_info()
 
 
-def write(
-    path: Path,
-    results: Sequence[Result],
-    info: Info = default_info,
-) -> None:
+def write(path: Path, results: Sequence[Result], info: Info = default_info) -> None:
     """Write the file; ``info`` gives the machine and commit information (in a session,
     through pytest-benchmark's hooks, so that a project's overrides of them apply)."""
     _module("pytest_benchmark")

@@ -59,9 +59,7 @@ def match(old: Sequence[Result], new: Sequence[Result]) -> Matching:
         new_by_key: dict[tuple[str, ...], list[Result]] = {}
         for result in left_new:
             new_by_key.setdefault(key(result), []).append(result)
-        old_count: dict[tuple[str, ...], int] = {}
-        for result in left_old:
-            old_count[key(result)] = old_count.get(key(result), 0) + 1
+        old_count = Counter(key(result) for result in left_old)
         unmatched = []
         for result in left_old:
             k = key(result)

@@ -23,6 +23,12 @@ from ..model.decision import failure_of
 from ..store.locations import display_path
 from .loader import InputFigures
 
+#: the fix for an inconclusive verdict, against a baseline or a revision
+MEASURE_MORE = (
+    "  Re-run it, measure more with --cnnperf-effort=thorough, or widen the threshold "
+    "with @pytest.mark.cnnperf(threshold=...)."
+)
+
 
 def save_command(nodeid: str) -> str:
     return f"pytest --cnnperf --cnnperf-save {shlex.quote(nodeid)}"
@@ -244,10 +250,7 @@ def _fixes(test_id: str, decision: Decision) -> list[str]:
     if decision.against is not None:
         return _fixes_against(decision)
     if decision.verdict is Verdict.INCONCLUSIVE:
-        lines.append(
-            "  Re-run it, measure more with --cnnperf-effort=thorough, or widen the threshold "
-            "with @pytest.mark.cnnperf(threshold=...)."
-        )
+        lines.append(MEASURE_MORE)
     if creep and _regressed_metrics(decision):
         lines.append(
             "  To accept it as the new baseline and in the history, run: "
@@ -274,10 +277,7 @@ def _fixes_against(decision: Decision) -> list[str]:
     assert decision.against is not None
     base = decision.against.base
     if decision.verdict is Verdict.INCONCLUSIVE:
-        return [
-            "  Re-run it, measure more with --cnnperf-effort=thorough, or widen the threshold "
-            "with @pytest.mark.cnnperf(threshold=...)."
-        ]
+        return [MEASURE_MORE]
     if decision.verdict is Verdict.NEW:
         return ["  Gate it against a revision that has it, or leave --cnnperf-strict off."]
     return [

@@ -308,6 +308,10 @@ def environments(results: Sequence[Result]) -> list[Environment]:
     return list(seen.values())
 
 
+def environment_lines(results: Sequence[Result]) -> list[str]:
+    return [f"environment: {e.describe()} ({e.machine})" for e in environments(results)]
+
+
 def efficiency_legend(results: Sequence[Result]) -> list[str]:
     """What the efficiency columns mean and where the peaks come from (none without them)."""
     return efficiency.legend([r.measurement for r in results if r.measurement])

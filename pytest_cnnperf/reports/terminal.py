@@ -44,10 +44,7 @@ def styled_lines(
     if notes:
         out += [("", None), *[(n, None) for n in notes]]
     out.append(("", None))
-    out += [
-        (f"environment: {env.describe()} ({env.machine})", None)
-        for env in table.environments(results)
-    ]
+    out += [(line, None) for line in table.environment_lines(results)]
     out += [(line, None) for line in table.compilers(results)]
     return out
 
