@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Generic, TypeVar, overload
+from typing import Annotated, Any, Generic, TypeVar, overload
 
 from .parts import Compilation, GraphBreak, Instructions, Loading
 from .profile import PeakParts, Profile
@@ -14,6 +14,7 @@ from .structure import StepNumbers, Structure
 from .values import NONEMPTY, Bytes, Count, NonNegative, Positive, PositiveInt, Seconds
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -269,25 +270,56 @@ class Sample:
         )
 
 
-class Once(Generic[T]):
-    """A figure one sample takes for the whole benchmark (they do not vary: FLOPs, counts, the
-    first steps' numbers), read on the :class:`Measurement` as the first sample's that has it:
-    declared once, as ``flops = Once[StepFlops]()``, beside the sample's field of that name."""
+def _first(values: list[T]) -> T | None:
+    return values[0] if values else None
+
+
+def _most(values: list[int]) -> int:
+    return max(values, default=0)
+
+
+def _each(values: list[tuple[T, ...]]) -> tuple[T, ...]:
+    """Every item of every tuple, each once, in the order met."""
+    return tuple(dict.fromkeys(item for items in values for item in items))
+
+
+class Pooled(Generic[T, R]):
+    """A figure of the :class:`Measurement` pooled from each sample's figure at ``path`` (a
+    field, ``compilation.recompiles``: by default the figure's own name), those that have it
+    (not ``None``): declared once with how they combine, as ``energy = Pooled(Energy.total)``."""
+
+    def __init__(self, combine: Callable[[list[T]], R], path: str = "") -> None:
+        self.combine = combine
+        self.path = path.split(".") if path else []
 
     def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
+        self.path = self.path or [name]
 
     @overload
-    def __get__(self, measurement: None, owner: type) -> Once[T]: ...
+    def __get__(self, measurement: None, owner: type) -> Pooled[T, R]: ...
 
     @overload
-    def __get__(self, measurement: Measurement, owner: type) -> T | None: ...
+    def __get__(self, measurement: Measurement, owner: type) -> R: ...
 
-    def __get__(self, measurement: Measurement | None, owner: type) -> Once[T] | T | None:
+    def __get__(self, measurement: Measurement | None, owner: type) -> Pooled[T, R] | R:
         if measurement is None:  # on the class: the descriptor itself
             return self
-        found = (getattr(s, self.name) for s in measurement.samples)
-        return next((value for value in found if value is not None), None)
+        found = []
+        for sample in measurement.samples:
+            value: Any = sample
+            for name in self.path:
+                value = getattr(value, name) if value is not None else None
+            if value is not None:
+                found.append(value)
+        return self.combine(found)
+
+
+class Once(Pooled[T, "T | None"]):
+    """A figure one sample takes for the whole benchmark (they do not vary: FLOPs, counts, the
+    first steps' numbers): the first sample's that has it, as ``flops = Once[StepFlops]()``."""
+
+    def __init__(self) -> None:
+        super().__init__(_first)
 
 
 @dataclass(frozen=True)
@@ -310,6 +342,34 @@ class Measurement:
     instructions = Once[Instructions]()
     profile_error = Once[str]()
 
+    # the figures pooled from every sample's
+    step_times = Pooled[float, tuple[float, ...]](tuple, "step_time_s")
+    calibrations = Pooled[float, tuple[float, ...]](tuple, "calibration_s")
+    #: the peak allocated bytes of the samples that measured memory
+    memory_peaks = Pooled[int, tuple[int, ...]](tuple, "memory.allocated_bytes")
+    health_problems = Pooled[tuple[str, ...], tuple[str, ...]](_each, "health.problems")
+    in_process = Pooled[bool, bool](any)
+    #: the energy of all samples' timed steps together
+    energy = Pooled(Energy.total)
+    #: the operator profile of the samples that took one, merged
+    profile = Pooled(Profile.merged)
+
+    # compiled benchmarks: what compiling did in each sample, and in the sample with the most
+    compilations = Pooled[Compilation, tuple[Compilation, ...]](tuple, "compilation")
+    #: the graph breaks in the benchmark's code (not PyTorch's own), each once
+    graph_breaks = Pooled[tuple[GraphBreak, ...], tuple[GraphBreak, ...]](
+        _each, "compilation.user_breaks"
+    )
+    recompile_reasons = Pooled[tuple[str, ...], tuple[str, ...]](
+        _each, "compilation.recompile_reasons"
+    )
+    #: frames compiled again during the timed steps, and after the first step before them
+    recompiles = Pooled(_most, "compilation.recompiles")
+    warmup_recompiles = Pooled(_most, "compilation.warmup_recompiles")
+    #: frames that torch.compile gave up on and ran eagerly
+    eager_frames = Pooled(_most, "compilation.eager_frames")
+    cudagraph_skips = Pooled(_most, "compilation.cudagraph_skips")
+
     def without_steps(self) -> Measurement:
         """The measurement as a baseline keeps it: its samples without their steps, and their
         operator profiles merged into one, kept by the first sample that took one (a baseline
@@ -320,10 +380,6 @@ class Measurement:
             kept = self.profile if i == profiled[0] else None
             samples[i] = dataclasses.replace(samples[i], profile=kept)
         return dataclasses.replace(self, samples=tuple(samples))
-
-    @property
-    def step_times(self) -> tuple[float, ...]:
-        return tuple(s.step_time_s for s in self.samples)
 
     @property
     def step(self) -> Spread:
@@ -349,35 +405,9 @@ class Measurement:
         return Spread.of(values) if values else None
 
     @property
-    def calibrations(self) -> tuple[float, ...]:
-        return tuple(s.calibration_s for s in self.samples if s.calibration_s is not None)
-
-    @property
-    def memory_peaks(self) -> tuple[int, ...]:
-        """The peak allocated bytes of the samples that measured memory."""
-        return tuple(s.memory.allocated_bytes for s in self.samples if s.memory)
-
-    @property
     def peak_allocated_bytes(self) -> int | None:
         values = self.memory_peaks
         return int(statistics.median(values)) if values else None
-
-    @property
-    def health_problems(self) -> tuple[str, ...]:
-        problems: dict[str, None] = {}
-        for sample in self.samples:
-            if sample.health:
-                problems.update(dict.fromkeys(sample.health.problems))
-        return tuple(problems)
-
-    @property
-    def in_process(self) -> bool:
-        return any(s.in_process for s in self.samples)
-
-    @property
-    def compilations(self) -> tuple[Compilation, ...]:
-        """Compiled benchmarks: what compiling did in each sample."""
-        return tuple(s.compilation for s in self.samples if s.compilation)
 
     def compile_time(self, cache: str) -> float | None:
         """Median compile time of the samples that found the compiler cache ``cold`` (nothing
@@ -387,35 +417,6 @@ class Measurement:
             c.compile_s for c in self.compilations if c.compile_s is not None and c.cache in caches
         ]
         return statistics.median(values) if values else None
-
-    @property
-    def graph_breaks(self) -> tuple[GraphBreak, ...]:
-        """The graph breaks in the benchmark's code (not PyTorch's own), each once."""
-        return tuple(dict.fromkeys(b for c in self.compilations for b in c.user_breaks))
-
-    @property
-    def recompiles(self) -> int:
-        """Frames compiled again during the timed steps, in the sample with the most."""
-        return max((c.recompiles for c in self.compilations), default=0)
-
-    @property
-    def warmup_recompiles(self) -> int:
-        """Frames compiled again after the first step and before the timed steps, in the
-        sample with the most."""
-        return max((c.warmup_recompiles for c in self.compilations), default=0)
-
-    @property
-    def recompile_reasons(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(r for c in self.compilations for r in c.recompile_reasons))
-
-    @property
-    def eager_frames(self) -> int:
-        """Frames that torch.compile gave up on and ran eagerly, in the worst sample."""
-        return max((c.eager_frames for c in self.compilations), default=0)
-
-    @property
-    def cudagraph_skips(self) -> int:
-        return max((c.cudagraph_skips for c in self.compilations), default=0)
 
     @property
     def flops_per_step(self) -> float | None:
@@ -438,20 +439,10 @@ class Measurement:
         return achieved / peak.flops_per_s
 
     @property
-    def energy(self) -> Energy | None:
-        """The energy of all samples' timed steps together."""
-        return Energy.total([s.energy for s in self.samples if s.energy])
-
-    @property
     def joules_per_item(self) -> float | None:
         """Energy per item, where the timed window was long enough for the counter to show."""
         energy = self.energy
         return energy.joules_per_item if energy and energy.long_enough else None
-
-    @property
-    def profile(self) -> Profile | None:
-        """The operator profile of the samples that took one, merged."""
-        return Profile.merged([s.profile for s in self.samples if s.profile])
 
     @property
     def memory(self) -> MemoryPeak | None:
