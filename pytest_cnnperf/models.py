@@ -16,7 +16,9 @@ import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, NoReturn
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 #: torchvision models whose constructor warns unless told how to initialise weights
 _INIT_WEIGHTS = ("googlenet", "inception_v3")
@@ -33,8 +35,9 @@ class ModelNameError(LookupError):
 class UnknownModelError(ModelNameError):
     def __init__(self, name: str, known: list[str], timm_name: str | None = None) -> None:
         # a name of timm's given bare ("convnext_atto") is suggested with its prefix
-        close = difflib.get_close_matches(name, known, n=4, cutoff=0.5)
-        close = [timm_name] if timm_name else close
+        close = (
+            [timm_name] if timm_name else difflib.get_close_matches(name, known, n=4, cutoff=0.5)
+        )
         hint = f"did you mean {', '.join(close)}? " if close else ""
         super().__init__(
             f"unknown model {name!r}; {hint}model_factory builds torchvision's classification "
@@ -71,7 +74,6 @@ class ModelSpec:
     name: str
     build: Callable[..., Any]
     image_size: tuple[int, int]
-    source: str
 
 
 def _size(value: int | tuple[int, int]) -> tuple[int, int]:
@@ -93,7 +95,7 @@ class ModelRegistry:
             raise TypeError(f"the factory for model {name!r} must be callable, got {factory!r}")
         if name in self._project:
             raise ValueError(f"model {name!r} is registered twice")
-        self._project[name] = ModelSpec(name, factory, _size(image_size), "project")
+        self._project[name] = ModelSpec(name, factory, _size(image_size))
 
     def torchvision_names(self) -> list[str]:
         import torchvision.models
@@ -109,19 +111,8 @@ class ModelRegistry:
         if name.startswith(TIMM_PREFIX):
             return _timm_spec(name)
         if name in self.torchvision_names():
-            return ModelSpec(name, self._torchvision_builder(name), _crop_size(name), "torchvision")
+            return ModelSpec(name, _torchvision_builder(name), _crop_size(name))
         raise UnknownModelError(name, self.names(), _timm_suggestion(name))
-
-    @staticmethod
-    def _torchvision_builder(name: str) -> Callable[..., Any]:
-        def build(**kwargs: Any) -> Any:
-            import torchvision.models
-
-            if name in _INIT_WEIGHTS:
-                kwargs.setdefault("init_weights", True)
-            return torchvision.models.get_model(name, weights=None, **kwargs)
-
-        return build
 
     def build(self, name: str, **kwargs: Any) -> Any:
         """Build model ``name`` with random weights on no device."""
@@ -138,6 +129,17 @@ class ModelRegistry:
         except TypeError:
             built = None
         return built if built is not None else _carried_spec(model)
+
+
+def _torchvision_builder(name: str) -> Callable[..., Any]:
+    def build(**kwargs: Any) -> Any:
+        import torchvision.models
+
+        if name in _INIT_WEIGHTS:
+            kwargs.setdefault("init_weights", True)
+        return torchvision.models.get_model(name, weights=None, **kwargs)
+
+    return build
 
 
 def _import_timm(name: str) -> ModuleType:
@@ -159,7 +161,7 @@ def _timm_spec(name: str) -> ModelSpec:
         config = timm.get_pretrained_cfg(bare) if hasattr(timm, "get_pretrained_cfg") else None
     except RuntimeError as exc:  # a pretrained tag the architecture does not have
         raise UnknownTimmModelError(name, list(timm.list_models()), str(exc)) from None
-    return ModelSpec(name, _timm_builder(name, bare), _input_size(config), "timm")
+    return ModelSpec(name, _timm_builder(name, bare), _input_size(config))
 
 
 def _timm_builder(name: str, bare: str) -> Callable[..., Any]:
@@ -187,9 +189,7 @@ def _carried_spec(model: Any) -> ModelSpec | None:
             architecture = config.get("architecture")
             if isinstance(architecture, str) and architecture:
                 name = TIMM_PREFIX + architecture
-                return ModelSpec(
-                    name, _timm_builder(name, architecture), _input_size(config), "timm"
-                )
+                return ModelSpec(name, _timm_builder(name, architecture), _input_size(config))
     return None
 
 
@@ -224,28 +224,25 @@ class ModelFactory:
 
     def __call__(self, name: str, **kwargs: Any) -> Any:
         __tracebackhide__ = True
-        try:
-            return self.registry.build(name, **kwargs)
-        except ModelNameError as exc:
-            problem = str(exc)
-        _fail(problem)
+        return _or_fail(lambda: self.registry.build(name, **kwargs))
 
     def image_size(self, name: str) -> tuple[int, int]:
         """The model's usual input size, e.g. ``(299, 299)`` for ``inception_v3``."""
         __tracebackhide__ = True
-        try:
-            return self.registry.spec(name).image_size
-        except ModelNameError as exc:
-            problem = str(exc)
-        _fail(problem)
+        return _or_fail(lambda: self.registry.spec(name).image_size)
 
     def names(self) -> list[str]:
         return self.registry.names()
 
 
-def _fail(problem: str) -> NoReturn:
-    """Fail the test with ``problem`` (outside the ``except`` block: no chained traceback)."""
+def _or_fail(make: Callable[[], T]) -> T:
+    """``make()``, or the test failed with the message of the name it could not build (outside
+    the ``except`` block: no chained traceback)."""
     __tracebackhide__ = True
+    try:
+        return make()
+    except ModelNameError as exc:
+        problem = str(exc)
     import pytest
 
     pytest.fail(f"cnnperf: {problem}", pytrace=False)

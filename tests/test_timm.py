@@ -81,7 +81,7 @@ def test_a_model_carrying_a_timm_config_is_named_by_its_architecture() -> None:
     carried = FakeModel(architecture="resnet50", input_size=(3, 256, 240))
     spec = registry.spec_of(carried)
     assert spec is not None
-    assert (spec.name, spec.image_size, spec.source) == ("timm/resnet50", (256, 240), "timm")
+    assert (spec.name, spec.image_size) == ("timm/resnet50", (256, 240))
     # timm before 0.9 carries it as default_cfg
     old = types.SimpleNamespace(default_cfg={"architecture": "convnext_atto"})
     spec = registry.spec_of(old)
@@ -99,7 +99,7 @@ def test_torchvision_models_keep_their_names() -> None:
     registry = ModelRegistry()
     spec = registry.spec_of(registry.build("resnet18", num_classes=10))
     assert spec is not None
-    assert (spec.name, spec.source) == ("resnet18", "torchvision")
+    assert spec.name == "resnet18"
     assert registry.spec_of(torchvision.models.resnet18(num_classes=10)) is None
 
 
