@@ -31,22 +31,20 @@ class Effort(str, enum.Enum):
         return self.value
 
 
-# ---- parsers: a value as written (text, or a Python value in a marker) to what it means ----
-
-
-THRESHOLD_FORMS = "use a percentage such as 10% or 2.5%, or a fraction such as 0.1"
-
-
-def _threshold(value: object) -> float:
-    """A threshold as written: ``10%``, ``2.5%``, or a fraction below 1 such as ``0.1`` (a bare
-    number of 1 or more was probably meant as a percentage, and is refused)."""
+def parse_growth_threshold(value: object) -> float:
+    """A growth that fails (peak memory, instructions, compile time), as written: ``10%``,
+    ``150%`` (memory can grow past 100%), or a fraction below 1 such as ``0.1`` (a bare number of
+    1 or more was probably meant as a percentage, and is refused)."""
     text = str(value).strip()
     try:
         number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
     except ValueError:
         number = float("nan")
     if isinstance(value, bool) or not number > 0 or number == float("inf"):
-        raise ValueError(f"{value!r} is not a threshold; {THRESHOLD_FORMS}")
+        raise ValueError(
+            f"{value!r} is not a threshold; use a percentage such as 10% or 2.5%, or a fraction "
+            "such as 0.1"
+        )
     if not text.endswith("%") and number >= 1:
         raise ValueError(
             f"{value!r} as a fraction is {percent(number)}; did you mean {text}%? "
@@ -58,19 +56,13 @@ def _threshold(value: object) -> float:
 def parse_loss_threshold(value: object) -> float:
     """The throughput loss that fails: below 100%, since a loss of 100% (no throughput at all)
     cannot be exceeded, and a gate at or above it would pass everything."""
-    number = _threshold(value)
+    number = parse_growth_threshold(value)
     if number >= 1:
         raise ValueError(
             f"{value!r} cannot fail anything: a throughput loss is always below 100%; "
             "use a percentage below 100% such as 10%"
         )
     return number
-
-
-def parse_growth_threshold(value: object) -> float:
-    """The peak-memory growth that fails: any positive percentage (memory can grow by more than
-    100%: 150% is two and a half times the baseline's)."""
-    return _threshold(value)
 
 
 def parse_effort(value: object) -> Effort:
