@@ -48,5 +48,10 @@ def speed(ratio: float) -> str:
     return f"{ratio - 1:.0%} slower" if ratio >= 1 else f"{1 / ratio - 1:.0%} faster"
 
 
-#: what accepts an intended change of a step's counts or numbers, in every sentence that reports one
+#: the fixes that several reasons' sentences name, each worded once: what accepts an intended
+#: change of a step's counts or numbers; what gives a verdict the machine's noise withheld; what
+#: has no between-run noise; what gives a baseline instruction counts to gate against
 ACCEPT = "record the baseline again (--cnnperf-save) if the change is intended"
+QUIETER = "re-run it when the machine is quieter"
+AGAINST = "gate it against the base revision in the same job (--cnnperf-against=REV)"
+RECOUNT = "record it again with --cnnperf-save --cnnperf-metric=instructions"

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 
 from . import units
-from .because import Because, plural, speed
+from .because import AGAINST, QUIETER, Because, plural, speed
 from .comparison import Verdict
 from .values import Count, NonNegative, Positive
 
@@ -170,8 +170,7 @@ class Unvouched(Because):
             "a stored baseline cannot vouch for it: the loss is at most "
             f"{units.percent(max(self.high, 0.0))} (ok needs it under "
             f"{units.percent(self.threshold)}) allowing for {', '.join(terms[:-1])} and "
-            f"{terms[-1]}; gate it against the base revision in the same job "
-            f"(--cnnperf-against=REV), which has no between-run noise{counted}{record}"
+            f"{terms[-1]}; {AGAINST}, which has no between-run noise{counted}{record}"
         )
 
 
@@ -218,9 +217,8 @@ class TwoSpeeds(Because):
             f"this benchmark runs at two speeds {units.percent(math.exp(self.gap) - 1)} apart "
             f"on this kind of machine ({self.fast} of {self.runs} runs of its noise profile "
             f"the faster), so its verdicts allow for a run in either: runs differ by "
-            f"{units.percent(self.between)}; find what sets its speed, or gate it against the "
-            "base revision in the same job (--cnnperf-against=REV), whose samples meet the same "
-            "speeds"
+            f"{units.percent(self.between)}; find what sets its speed, or {AGAINST}, whose "
+            "samples meet the same speeds"
         )
 
 
@@ -238,8 +236,7 @@ class NoisyCalibration(Because):
         return (
             f"the calibration workload's own noise (+-{units.percent(self.spread)}) is larger "
             f"than the threshold ({units.percent(self.threshold)}), so the machine's speed "
-            "cannot be allowed for and no change can be shown against a stored baseline; re-run "
-            "it when the machine is quieter"
+            f"cannot be allowed for and no change can be shown against a stored baseline; {QUIETER}"
         )
 
 
@@ -311,10 +308,7 @@ class Disturbed(Because):
                 0: f"so none can show {shown}",
                 1: f"and the other one alone does not show {shown}",
             }.get(quiet, f"and the other {quiet} alone do not show {shown}")
-            return (
-                f"the machine was busy: {samples}, {others}: no throughput verdict; re-run it "
-                "when the machine is quieter"
-            )
+            return f"the machine was busy: {samples}, {others}: no throughput verdict; {QUIETER}"
         if self.effect is Disturbance.RECORDED:
             return f"the machine was busy: {samples}; record it again on a quiet machine"
         return f"the machine was busy: {samples}"
@@ -340,7 +334,7 @@ class UnequalPairs(Because):
         if self.effect is Disturbance.NO_VERDICT:
             return (
                 f"the machine was busy: {pairs}, so none can tell a change: no throughput "
-                "verdict; re-run it when the machine is quieter"
+                f"verdict; {QUIETER}"
             )
         if self.effect is Disturbance.LEFT_OUT:
             alike = self.total - self.count

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..count_kinds import KINDS
 from . import units
-from .because import ACCEPT, Because, plural
+from .because import ACCEPT, RECOUNT, Because, plural
 from .comparison import Comparison
 from .parts import GraphBreak
 from .structure import CountChange, NumbersDiffer
@@ -314,8 +314,7 @@ class NoCounts(Because):
     def __str__(self) -> str:
         return (
             "the baseline has no instruction count (it was recorded with --cnnperf-metric=time), "
-            "so nothing was gated by instructions; record it again with --cnnperf-save "
-            "--cnnperf-metric=instructions"
+            f"so nothing was gated by instructions; {RECOUNT}"
         )
 
 
@@ -332,8 +331,7 @@ class CountedOtherwise(Because):
         return (
             f"the baseline was counted otherwise ({'; '.join(self.changes)}): counts of other "
             "kernels or another build are no measure of this code's change, so nothing was "
-            "gated by instructions; record it again with --cnnperf-save "
-            "--cnnperf-metric=instructions"
+            f"gated by instructions; {RECOUNT}"
         )
 
 
