@@ -43,10 +43,6 @@ class Look:
     test: str = "mann-whitney"
     spending: str = "bonferroni"
 
-    @property
-    def test_name(self) -> str:
-        return TESTS.get(self.test, self.test)
-
     def __str__(self) -> str:
         """``look 1 of 3``."""
         return f"look {self.number} of {self.of}"
@@ -103,7 +99,8 @@ class Comparison:
         within = "at most" if self.p_value <= look.alpha else "above"
         test = (
             f"{self.current_samples} samples now against {self.baseline_samples} ({look}{last}): "
-            f"{look.test_name} p = {self.p_value:.2g}, {within} this look's {look.alpha:.2g}"
+            f"{TESTS.get(look.test, look.test)} p = {self.p_value:.2g}, "
+            f"{within} this look's {look.alpha:.2g}"
         )
         allowing = (
             f", allowing for +-{units.percent(self.between)} between the two runs beside their "

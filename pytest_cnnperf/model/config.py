@@ -162,9 +162,7 @@ class Environment:
         """The kernel-picking fields (:attr:`KERNEL_FIELDS`) known on both sides that differ
         from ``old``'s: ``CPU capability AVX2 -> AVX512``. The CPU's fields count on the CPU
         only: a GPU's kernels do not depend on its host."""
-        names = ["device_name"]
-        if not self.device.startswith("cuda"):
-            names += ["cpu_capability", "cpu_id"]
+        names = ["device_name"] if self.device.startswith("cuda") else self.KERNEL_FIELDS
         changes = []
         for name in names:
             before, after = getattr(old, name), getattr(self, name)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import units
+from .because import plural
 from .values import Count, NonNegative
 
 #: ``source`` of a benchmark's own profile, fitted from its recorded runs
@@ -84,9 +85,7 @@ class NoiseProfile:
         if self.source == DEFAULT:
             return f"{said}, assumed: none recorded"
         when = f" on {self.recorded[:10]}" if self.recorded else ""
-        where = ""
-        if self.instances:
-            where = f" on {self.instances} instance{'' if self.instances == 1 else 's'}"
+        where = f" on {plural(self.instances, 'instance')}" if self.instances else ""
         if self.instances_borrowed:
             where += " and the instances' part of the kind's other benchmarks"
         recorded = f"recorded{when} over {self.runs} runs{where}"

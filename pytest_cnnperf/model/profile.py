@@ -1,13 +1,6 @@
-"""Where a step's time and memory go, operator by operator, and what changed between two runs.
-
-A :class:`Profile` is taken in a pass of its own after a sample's timed steps (like the memory
-pass): a few steady steps under ``torch.profiler``, and for each operator the model, the loss, the
-optimizer or the autograd engine called, its time per step (on CUDA the device time of the kernels
-it launched, on the CPU its CPU time; the operators it called counted in it), how much that varied,
-and what it allocated. An :class:`Attribution` is the gate's answer to
-"which operators got slower": the changes between a baseline's profile and the current one that
-stand out of the profiles' own noise.
-"""
+"""Where a step's time and memory go, operator by operator (:class:`Profile`: a few steady steps
+under ``torch.profiler``, in a pass of its own after a sample's timed steps), and which operators
+account for a change between two runs, beyond the profiles' own noise (:class:`Attribution`)."""
 
 from __future__ import annotations
 

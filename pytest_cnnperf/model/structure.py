@@ -1,15 +1,11 @@
-"""What a step does, exactly: the operators it calls, and the numbers it computes.
-
-Time is noisy; structure is not. The same code on the same torch calls the same operators the
-same number of times, so a count that changed is a change of the code, with no samples and no
-threshold needed to tell. :class:`Structure` holds a step's counts; :class:`StepNumbers` the
-losses of its first steps from a fixed seed, which tell a step that got faster because it
-computes less (a block skipped) from one that got faster.
+"""What a step does, exactly: the operators it calls (:class:`Structure`) and the numbers it
+computes (:class:`StepNumbers`). Time is noisy; structure is not: the same code on the same torch
+calls the same operators as often, so a count that changed is a change of the code, told without
+samples or a threshold; and a step that computes less (a block skipped) is told from a faster one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .values import Count, NonNegative, PositiveInt
@@ -152,10 +148,7 @@ def numbers_differ(before: StepNumbers, after: StepNumbers) -> NumbersDiffer | N
     """The first of the numbers that differ beyond the looser of the two tolerances."""
     tolerance = max(before.tolerance, after.tolerance)
     names = [f"loss of step {i + 1}" for i in range(len(before.losses))] + ["gradient norm"]
-    pairs: Sequence[tuple[str, float, float]] = list(
-        zip(names, before.values(), after.values(), strict=False)
-    )
-    for what, a, b in pairs:
+    for what, a, b in zip(names, before.values(), after.values(), strict=False):
         if not relative(a, b) <= tolerance:  # a NaN differs too
             return NumbersDiffer(what, a, b, tolerance)
     return None
