@@ -26,11 +26,8 @@ class Revision:
 
     def __str__(self) -> str:
         """``main (0123456789)``, ``0123456789 with local changes``."""
-        named = (
-            self.short
-            if self.name in (self.sha, self.short, "HEAD")
-            else (f"{self.name} ({self.short})")
-        )
+        shown = f"{self.name} ({self.short})"
+        named = self.short if self.name in (self.sha, self.short, "HEAD") else shown
         return named + (" with local changes" if self.dirty else "")
 
 
