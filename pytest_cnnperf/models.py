@@ -35,9 +35,8 @@ class ModelNameError(LookupError):
 class UnknownModelError(ModelNameError):
     def __init__(self, name: str, known: list[str], timm_name: str | None = None) -> None:
         # a name of timm's given bare ("convnext_atto") is suggested with its prefix
-        close = (
-            [timm_name] if timm_name else difflib.get_close_matches(name, known, n=4, cutoff=0.5)
-        )
+        close = difflib.get_close_matches(name, known, n=4, cutoff=0.5)
+        close = [timm_name] if timm_name else close
         hint = f"did you mean {', '.join(close)}? " if close else ""
         super().__init__(
             f"unknown model {name!r}; {hint}model_factory builds torchvision's classification "
