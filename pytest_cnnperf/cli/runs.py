@@ -12,6 +12,7 @@ from typing import TextIO
 
 from ..history.commands import bisect_range
 from ..model import Result, Revision, units
+from ..model.because import plural
 from ..reports import bisect as report
 from ..reports import table
 from ..revision import bisect as bisecting
@@ -86,7 +87,7 @@ def bisect(
             )
     elif len(revisions) != 2:
         raise RunProblem(
-            f"give GOOD and BAD (got {len(revisions)} revision{'' if len(revisions) == 1 else 's'}"
+            f"give GOOD and BAD (got {plural(len(revisions), 'revision')}"
             "): cnnperf bisect GOOD BAD -- PYTEST_ARGS, or cnnperf bisect --history TARGET "
             "TEST_ID -- PYTEST_ARGS"
         )

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model import units
+from ..model.because import plural
 from ..reports import plot
 from .series import Analysis
 from .views import change_point_line, creep_line, environment_line, memory_change_line, when
@@ -312,7 +313,7 @@ def index_page(analyses: Sequence[Analysis], target: str, runs: int, generated: 
     )
     body = [
         "<h1>cnnperf history</h1>",
-        f'<div class="sub">{_e(target)}: {runs} run{"" if runs == 1 else "s"}, '
+        f'<div class="sub">{_e(target)}: {plural(runs, "run")}, '
         f"{len(analyses)} series; generated {_e(generated)}</div>",
         f"<table>{head}{''.join(rows)}</table>",
         "<p><b>from best</b>: the latest runs' median throughput against the best run of the "

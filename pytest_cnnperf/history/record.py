@@ -19,6 +19,7 @@ from pathlib import Path
 from .. import __version__
 from ..gate.creep import Run
 from ..model import Result
+from ..model.because import plural
 from .identity import ci_run, git_state
 from .runs import RunInfo
 from .store import HistoryProblem, display, open_store
@@ -91,7 +92,6 @@ def append(
         )
     count = len(results)
     return (
-        f"recorded run {run_id} ({count} benchmark{'' if count == 1 else 's'}) in the history "
-        f"{display(target)}",
+        f"recorded run {run_id} ({plural(count, 'benchmark')}) in the history {display(target)}",
         None,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..model import units
+from ..model.because import plural
 from ..reports import text
 from .changepoints import ChangePoint
 from .series import Analysis, EnvironmentChange, MemoryChange, Series
@@ -98,7 +99,7 @@ def runs_table(analysis: Analysis, rows: int) -> list[str]:
 
 def lines(target: str, analyses: Sequence[Analysis], runs: int, rows: int) -> list[str]:
     """The whole view: a head line, then each series."""
-    out = [f"history {target}: {runs} run{'' if runs == 1 else 's'}, {len(analyses)} series", ""]
+    out = [f"history {target}: {plural(runs, 'run')}, {len(analyses)} series", ""]
     for analysis in analyses:
         out += series_lines(analysis, rows)
         out.append("")
@@ -112,7 +113,7 @@ def lines(target: str, analyses: Sequence[Analysis], runs: int, rows: int) -> li
 def series_lines(analysis: Analysis, rows: int) -> list[str]:
     series: Series = analysis.series
     count = len(series.points)
-    out = [f"{series.name} on {series.machine}: {count} run{'' if count == 1 else 's'}"]
+    out = [f"{series.name} on {series.machine}: {plural(count, 'run')}"]
     points = analysis.change_points
     if points:
         out.append("  change points:")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..model import Comparison, Result, Verdict, units
+from ..model.because import plural
 from ..revision.bisect import FOUND, NOTHING, RANGE, UNSURE, Bisection, Step
 from ..store.codec import dump
 from . import markdown as md
@@ -49,7 +50,7 @@ def step_line(step: Step, left: int | None = None) -> str:
         f"{change(step.result):<30} {step.seconds:5.1f} s  {outcome}"
     )
     if left is not None and step.role != "explain":
-        line += f" ({left} step{'' if left == 1 else 's'} left, about)"
+        line += f" ({plural(left, 'step')} left, about)"
     return line
 
 

@@ -32,6 +32,7 @@ from ..model import (
     Verdict,
     units,
 )
+from ..model.because import plural
 from ..settings import MEMORY_THRESHOLD, THRESHOLD
 from ..store import noise as noise_file
 from ..store.results_file import FileProblem, Loaded, load
@@ -272,8 +273,7 @@ def lines(
     threshold, memory_threshold = settings.throughput_threshold, settings.memory_threshold
     out += [
         "",
-        f"{n} benchmark{'' if n == 1 else 's'} in both: {verdicts}; geometric mean speedup "
-        f"{geomean:.2f}x",
+        f"{plural(n, 'benchmark')} in both: {verdicts}; geometric mean speedup {geomean:.2f}x",
         f"speedup: NEW throughput / OLD throughput. regressed: slower beyond "
         f"{units.percent(threshold)} with {1 - settings.policy.alpha:.0%} confidence, "
         f"allowing for each run's samples and for how much runs differ on this kind of machine "

@@ -19,6 +19,7 @@ from ..model import (
     Verdict,
     units,
 )
+from ..model.because import plural
 from ..model.decision import failure_of
 from ..store.locations import display_path
 from .loader import InputFigures
@@ -115,17 +116,17 @@ def compile_lines(comparison: CompileComparison) -> list[str]:
         line += units.change(comparison.compile_change)
         if comparison.threshold is not None:
             line += f" (fails above +{units.percent(comparison.threshold)})"
-    breaks = f"{comparison.graph_breaks} graph break{'' if comparison.graph_breaks == 1 else 's'}"
+    breaks = plural(comparison.graph_breaks, "graph break")
     if comparison.baseline_graph_breaks is not None:
         breaks += f" ({comparison.baseline_graph_breaks} in the baseline)"
-    recompiles = f"{comparison.recompiles} recompile{'' if comparison.recompiles == 1 else 's'}"
+    recompiles = plural(comparison.recompiles, "recompile")
     before = comparison.warmup_recompiles
     line2 = f"            {breaks}, {recompiles} during the timed steps"
     if before:
         line2 += f" ({before} before them)"
     if comparison.eager_frames:
         frames = comparison.eager_frames
-        line2 += f", {frames} frame{'' if frames == 1 else 's'} run eagerly"
+        line2 += f", {plural(frames, 'frame')} run eagerly"
     return [line, line2]
 
 
@@ -309,7 +310,7 @@ def missing_baselines(results: Sequence[Result]) -> list[str]:
     count = len(missing)
     where = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
     lines = [
-        f"{count} benchmark{'' if count == 1 else 's'} had no baseline for this kind of machine "
+        f"{plural(count, 'benchmark')} had no baseline for this kind of machine "
         f"({', '.join(machines)}); looked in {where or 'no file'}"
     ]
     elsewhere: dict[str, int] = {}
@@ -383,13 +384,13 @@ def compile_summary(m: Measurement) -> str | None:
     breaks, recompiles = len(m.graph_breaks), m.warmup_recompiles + m.recompiles
     text = (
         (f"compiled in {', '.join(times)}; " if times else "compiled; ")
-        + f"{breaks} graph break{'' if breaks == 1 else 's'}, "
-        + f"{recompiles} recompile{'' if recompiles == 1 else 's'}"
+        + f"{plural(breaks, 'graph break')}, "
+        + plural(recompiles, "recompile")
     )
     if m.recompiles:
         text += f" ({m.recompiles} while timed)"
     if m.eager_frames:
-        text += f", {m.eager_frames} frame{'' if m.eager_frames == 1 else 's'} run eagerly"
+        text += f", {plural(m.eager_frames, 'frame')} run eagerly"
     return text
 
 

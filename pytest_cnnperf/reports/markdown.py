@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..model import Comparison, Result, Verdict, units
+from ..model.because import plural
 from ..model.decision import failure_of
 from ..model.findings import ComputesOtherwise
 from . import explain, table
@@ -77,7 +78,7 @@ def title(results: Sequence[Result]) -> str:
     """The verdict in one heading."""
     n = len(results)
     count = {v: c for v, c in table.counts(results)}
-    of = f"of {n} benchmark{'' if n == 1 else 's'}"
+    of = f"of {plural(n, 'benchmark')}"
     if count.get(Verdict.REGRESSED):
         return f"{ICON[Verdict.REGRESSED]} cnnperf: {count[Verdict.REGRESSED]} {of} regressed"
     if count.get(Verdict.ERROR):
@@ -92,7 +93,7 @@ def title(results: Sequence[Result]) -> str:
             f"{ICON[Verdict.INCONCLUSIVE]} cnnperf: no regression found; "
             f"{count[Verdict.INCONCLUSIVE]} {of} inconclusive"
         )
-    return f"{ICON[Verdict.OK]} cnnperf: no regression in {n} benchmark{'' if n == 1 else 's'}"
+    return f"{ICON[Verdict.OK]} cnnperf: no regression in {plural(n, 'benchmark')}"
 
 
 def _metric(comparison: Comparison, unit: str) -> str:

@@ -18,6 +18,7 @@ from ..model import (
     Verdict,
     units,
 )
+from ..model.because import plural
 from ..model.findings import graph_break_text
 from . import efficiency, explain, loader
 
@@ -287,7 +288,7 @@ def summary(results: Sequence[Result], name: Callable[[str], str] = str) -> str:
             part += f" ({', '.join(named)})"
         parts.append(part)
     total = len(results)
-    return f"{total} benchmark{'' if total == 1 else 's'}: " + ", ".join(parts)
+    return f"{plural(total, 'benchmark')}: " + ", ".join(parts)
 
 
 def compilers(results: Sequence[Result]) -> list[str]:
