@@ -10,7 +10,6 @@ the session stops asking and says so once.
 
 from __future__ import annotations
 
-import datetime
 import socket
 import uuid
 from collections.abc import Mapping, Sequence
@@ -20,13 +19,10 @@ from .. import __version__
 from ..gate.creep import Run
 from ..model import Result
 from ..model.because import plural
+from ..store.results_file import now
 from .identity import ci_run, git_state
 from .runs import RunInfo
 from .store import HistoryProblem, display, open_store
-
-
-def now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def run_info(

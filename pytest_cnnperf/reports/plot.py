@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..model import Result, Verdict, units
+from ..model import Result, Spread, Verdict, units
 from . import modes, table
 
 FORMATS = (".png", ".svg")
@@ -132,18 +132,11 @@ def figure_class(needs: str = "drawing a plot needs", error: type[Exception] = P
     return Figure
 
 
-def _quartiles(values: Sequence[float]) -> tuple[float, float, float, float, float]:
-    from ..model import Spread
-
-    s = Spread.of(values)
-    return s.low, s.q1, s.median, s.q3, s.high
-
-
 def _draw_spread(ax: Any, y: float, values: Sequence[float], colour: str, height: float) -> None:
-    low, q1, median, q3, high = _quartiles(values)
-    ax.hlines(y, low, high, color=colour, linewidth=1.2, zorder=2)
-    ax.barh(y, q3 - q1, left=q1, height=height, color=colour, alpha=0.45, zorder=3)
-    ax.vlines(median, y - height / 2, y + height / 2, color=colour, linewidth=2.2, zorder=4)
+    s = Spread.of(values)
+    ax.hlines(y, s.low, s.high, color=colour, linewidth=1.2, zorder=2)
+    ax.barh(y, s.q3 - s.q1, left=s.q1, height=height, color=colour, alpha=0.45, zorder=3)
+    ax.vlines(s.median, y - height / 2, y + height / 2, color=colour, linewidth=2.2, zorder=4)
 
 
 def _throughput(ax: Any, benches: Sequence[Bench]) -> None:
