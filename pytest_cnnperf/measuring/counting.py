@@ -1,21 +1,12 @@
 """Exact counts of what a step calls, taken on a few steady steps after the timed ones.
 
-Every operator that reaches PyTorch's dispatcher below autograd is counted by a
-``TorchDispatchMode`` (the level ``FlopCounterMode`` counts at: ``aten::convolution``, not the
-``aten::conv2d`` that decomposes into it), and the kinds that cost a GPU most are named with the
-module whose forward called them (else the phase: ``backward``, ``optimizer``):
-
-- host-device synchronisations: what makes the host wait for the device that runs the step
-  (``.item()``, ``nonzero``, boolean-mask indexing, blocking copies between host and device,
-  ``tolist()`` and printing, the last two seen by a ``TorchFunctionMode``);
-- dtype casts (``aten::_to_copy`` to another dtype) and memory-format conversions.
-
-A sync is a sync on the device that runs the step. On CUDA a tensor's own device says, and the
-runtime's synchronising calls (``cudaStreamSynchronize``, ...) count only where no counted call
-made them, so that one sync counts once. On the CPU :class:`Placement` predicts the CUDA run: a
-tensor that it keeps on the host (an optimizer's step counter, one made from Python numbers) is
-read without a sync. Compiled steps and CUDA-graph replays are not counted: their kernels bypass
-the dispatcher.
+A ``TorchDispatchMode`` counts every operator below autograd (``aten::convolution``, as
+``FlopCounterMode`` does), and names the costly kinds with the module whose forward called them
+(else the phase): host-device synchronisations (``.item()``, ``nonzero``, boolean-mask indexing,
+blocking copies; ``tolist()`` and printing through a ``TorchFunctionMode``), dtype casts and
+memory-format conversions. On CUDA a tensor's device says what syncs, and the runtime's
+synchronising calls count only where no counted call made them. On the CPU :class:`Placement`
+predicts the CUDA run. Compiled steps and CUDA-graph replays bypass the dispatcher: not counted.
 """
 
 from __future__ import annotations
@@ -100,7 +91,7 @@ def count_steps(workload: Workload, device: Any, clock: Clock) -> Structure | No
         with module_names(workload.model, counter), _runtime(cuda) as events:
             for _ in range(STEPS):
                 counter.steps.append(Counter())
-                with _step_range(cuda), counter:
+                with _range(_STEP, cuda), counter:
                     for name, run in workload.phases:
                         counter.phase = name
                         run()
@@ -152,12 +143,9 @@ def _tensors(*values: Any) -> Iterator[Any]:
 
 
 class Placement:
-    """Where a step's tensors live in the run that matters. On CUDA, on their own device. On
-    the CPU, where a CUDA run would keep them: on the device, unless made on the host (from
-    Python numbers, a factory without a device, the string ``"cpu"``), computed from such
-    tensors alone, or an optimizer's step counter, which torch keeps on the host unless
-    ``capturable`` or ``fused`` (``torch.optim.Adam``: ``state["step"]``). Tensors made before
-    the counted steps (weights, the batch, the optimizer's state) are on the device."""
+    """Where a step's tensors live in the run that matters: on CUDA, their own device; on the
+    CPU, where a CUDA run keeps them: on the device unless made on the host (Python numbers, no
+    device, ``"cpu"``), computed from such alone, or an optimizer's host step counter."""
 
     def __init__(self, device_type: str) -> None:
         self.predicting = device_type == "cpu"
@@ -311,15 +299,14 @@ class Counting:
         synced = found is not None and found[0] == "sync"
         if found is not None and not (synced and self._inside):
             self.add(*found)
-        with self._synced(synced and not self._inside):
+        with _range(_SYNCED, synced and not self._inside and self._ranges):
             out = func(*args, **kwargs)
         self.placement.propagate(name, args, kwargs, out)
         return out
 
     def called(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
-        """One call of torch's Python API: a host read counted as one sync; a tensor made from
-        Python data on the device; on the CPU, where a CUDA run would keep what a copy or a
-        factory makes."""
+        """One call of torch's Python API: a host read counted as one sync, a tensor made from
+        Python data on the device, and (on the CPU) where a copy or a factory puts its output."""
         if self._quiet or self._inside:
             return func(*args, **kwargs)
         if not args or not _is_tensor(args[0]):
@@ -339,16 +326,15 @@ class Counting:
     def _counted(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         self._inside += 1
         try:
-            with self._synced(True):
+            with _range(_SYNCED, self._ranges):
                 return func(*args, **kwargs)
         finally:
             self._inside -= 1
 
     def _made(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
-        """A call without a tensor first: a factory given a device other than the host (the
-        string ``"cpu"``) makes its tensor on the device in a CUDA run, and one made from
-        Python data (``torch.tensor``, ``torch.as_tensor``) gets there through a blocking
-        copy. On the CPU a ``torch.device`` is taken to be the run's device."""
+        """A call without a tensor first: a factory given a device other than ``"cpu"`` makes
+        its tensor on the device (from Python data: through a blocking copy). On the CPU a
+        ``torch.device`` is taken to be the run's device."""
         torch = _torch()
         device = kwargs.get("device")
         if device is None:
@@ -384,18 +370,6 @@ class Counting:
                 self._quiet = False
         self.placement.mark(_tensors(out), host=not target)
         return out
-
-    @contextlib.contextmanager
-    def _synced(self, synced: bool) -> Iterator[None]:
-        """On CUDA, a counted sync's range: the runtime's syncs inside it are not counted
-        again."""
-        if not (synced and self._ranges):
-            yield
-            return
-        from torch.profiler import record_function
-
-        with record_function(_SYNCED):
-            yield
 
     def __enter__(self) -> Counting:
         from torch.overrides import TorchFunctionMode
@@ -434,9 +408,8 @@ def _destination(
     func: Any, args: Any, kwargs: dict[str, Any], placement: Placement
 ) -> tuple[bool | None, bool]:
     """Where ``.cpu()`` or ``.to(...)`` sends a tensor in a CUDA run (``True``: the device,
-    ``False``: the host, ``None``: nowhere new) and whether without waiting. The string
-    ``"cpu"`` is the host; a ``torch.device`` (here the CPU) is taken to be the run's device,
-    ``cnnperf.device`` or a tensor's."""
+    ``False``: the host, ``None``: nowhere new) and whether without waiting; a ``torch.device``
+    (here the CPU) is taken to be the run's device."""
     torch = _torch()
     if func is torch.Tensor.cpu:
         return False, False
@@ -478,9 +451,6 @@ def _step_counters(placement: Placement) -> Any:
 def module_names(model: Any, counting: Counting) -> Iterator[None]:
     """While counting, the names of the modules whose forward is running, innermost last (the
     model itself by its class's name)."""
-    if model is None:
-        yield
-        return
     from .profile import forward_hooks
 
     def leave(module: Any) -> None:
@@ -492,14 +462,15 @@ def module_names(model: Any, counting: Counting) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _step_range(cuda: bool) -> Iterator[None]:
-    """A counted step's range among the profiler's host events (on CUDA only)."""
-    if not cuda:
+def _range(name: str, on: bool) -> Iterator[None]:
+    """A named range among the profiler's host events, where ``on`` (CUDA only): a counted step,
+    or a counted sync whose runtime syncs are not counted again."""
+    if not on:
         yield
         return
     from torch.profiler import record_function
 
-    with record_function(_STEP):
+    with record_function(name):
         yield
 
 

@@ -1,13 +1,9 @@
 """The operator profile: a few steady steps under ``torch.profiler``, after the timed steps.
 
-The operators are those the model, the loss, the optimizer and the autograd engine call
-(``aten::conv2d``, ``aten::convolution_backward``), the operators they call in turn counted in them.
-Each one's time per step is its CPU time or, on CUDA, the device time of the kernels it launched
-(CUPTI), in its fastest profiled step (something else running on the machine only ever slows an
-operator down); its spread is how far that can be off (its gap to the next fastest step), which
-is what a later comparison must stand out of. Forward hooks open a ``record_function`` range per
-module, so that a forward operator is named with the module that ran it (``layer4.1.conv2``);
-compiled models are left unhooked, as hooks would make them recompile.
+Each outermost operator's time per step is its CPU time or, on CUDA, its kernels' device time,
+in its fastest profiled step (a neighbour only ever slows it down), with its gap to the next
+fastest as its spread. Forward hooks name a forward operator with its module
+(``layer4.1.conv2``); compiled models are left unhooked, as hooks would make them recompile.
 """
 
 from __future__ import annotations
@@ -27,9 +23,8 @@ from .workload import Workload
 
 #: steps profiled (after one unprofiled step that settles the profiler's own allocations)
 STEPS = 4
-#: the operators kept: the TIME_ROWS that take most time (the small ones too, which show how
-#: much all the operators changed alike: a step's operators rarely number more), and the
-#: operators that together allocate COVERAGE of what is allocated, at most MEMORY_ROWS more
+#: the operators kept: the TIME_ROWS that take most time (small ones too: they show how much
+#: all changed alike), and those allocating COVERAGE of the bytes, at most MEMORY_ROWS more
 TIME_ROWS = 40
 MEMORY_ROWS = 6
 COVERAGE = 0.95
@@ -100,11 +95,9 @@ RAW_EVENT_METHODS = (
 
 
 def raw_events(prof: Any) -> list[Any]:
-    """The profiler's raw events, ``prof.profiler.kineto_results.events()``: a private API, read
-    because walking it is ten times faster than parsing the public one that would replace it,
-    ``prof.events()`` (``FunctionEvent``: ``cpu_parent``, ``time_range``, ``cpu_memory_usage``,
-    ``kernels``). ``ProfileFailed``, naming what is missing, on a torch that changed it
-    (tests/test_attribution.py checks it on the torch installed)."""
+    """``prof.profiler.kineto_results.events()``: a private API, read as it is much faster than
+    the public ``prof.events()`` that would replace it (docs/validation.md); ``ProfileFailed``,
+    naming what is missing, on a torch that changed it (tests/test_attribution.py pins it)."""
     import torch
 
     try:
@@ -139,13 +132,9 @@ class _Call:
 
 
 def summarise(events: Any, cuda: bool) -> Profile:
-    """A profile of the operators in ``events`` (the profiler's :func:`raw_events`), grouped
-    into its steps.
-
-    The raw events are read rather than ``prof.events()``, whose parsing into a tree of
-    ``FunctionEvent`` takes several times as long as the profiled steps: on the host's threads,
-    each event's parent is the innermost event still open when it starts; an operator's kernels
-    are the device events linked to its correlation id, or to an operator it called."""
+    """A profile of the operators in ``events`` (:func:`raw_events`), grouped into its steps: on
+    a host thread, an event's parent is the innermost one open when it starts; an operator's
+    kernels are the device events linked to its correlation id, or to an operator it called."""
     from torch.autograd import DeviceType  # type: ignore[attr-defined]
 
     threads: dict[int, list[tuple[int, int, str, int]]] = defaultdict(list)
@@ -278,9 +267,6 @@ def _operator(name: str) -> bool:
 def module_ranges(model: Any) -> Iterator[None]:
     """While profiling, every named submodule's forward runs inside a ``record_function``
     range named after it."""
-    if model is None:
-        yield
-        return
     from torch.autograd.profiler import record_function
 
     open_ranges: dict[int, list[Any]] = defaultdict(list)
@@ -307,9 +293,10 @@ def forward_hooks(
     root: bool = False,
 ) -> Iterator[None]:
     """While open, ``enter(name, module)`` runs before every named submodule's forward and
-    ``leave(module)`` after it (``root``: the model's own too, named by its class)."""
+    ``leave(module)`` after it (``root``: the model's own too, named by its class); no model,
+    no hooks."""
     handles = []
-    for name, module in model.named_modules():
+    for name, module in model.named_modules() if model is not None else ():
         if name or root:
             label = name or type(module).__name__
             handles.append(
