@@ -1,21 +1,16 @@
 """A fixed reference workload, timed in every sample next to the benchmark.
 
-On a shared machine the same work drifts in speed with the machine's neighbours; a workload
-timed in the same processes follows much of that drift, so the gate can allow for it as far as
-the calibration's own noise allows (the manual's validation page has the figures). On the CPU it
-is eight fp32 matrix products of 384² (about 3 ms on two cores), timed before the benchmark's
-first step, where nothing the benchmark does (its heap, its caches, its threads) reaches it; on
-CUDA fp16 matrix products of 4096² on random data, one per 16 multiprocessors, timed after the
-steps at the clocks they ran at, which depend on no flag a benchmark varies (TF32, cuDNN mode).
-Each is warmed up for a while and timed as the median of a few repeats.
-
-Every unit has an id (``cpu-mm-fp32-384x8``, ``cuda-mm-fp16-4096x8``), recorded with the samples
-and the baseline: calibration times of different units are not compared (see ``gate``).
+On a shared machine the same work drifts in speed with the neighbours; a workload timed in the
+same processes follows much of that drift, so the gate can allow for it (docs/validation.md).
+On the CPU it is fp32 matrix products timed before the benchmark's first step, where nothing the
+benchmark does reaches it; on CUDA fp16 products sized to the GPU, timed after the steps at the
+clocks they ran at. Each unit has an id (``cpu-mm-fp32-384x8``): units differing are not compared.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from .timing import Clock
@@ -35,40 +30,32 @@ SMS_PER_PRODUCT = 16
 CUDA_MAX_PRODUCTS = 16
 
 
-def _cpu_unit(torch: Any) -> Any:
-    generator = torch.Generator().manual_seed(0)
-    shape = (CPU_N, CPU_N)
-    a, b = torch.randn(shape, generator=generator), torch.randn(shape, generator=generator)
-    out = torch.empty(shape)
-
-    def unit() -> None:
-        with torch.no_grad():
-            for _ in range(CPU_PRODUCTS):
-                torch.mm(a, b, out=out)
-
-    return unit
-
-
 def cuda_products(multiprocessors: int) -> int:
     """How many products make one CUDA unit on a device with ``multiprocessors`` SMs."""
     return max(1, min(CUDA_MAX_PRODUCTS, multiprocessors // SMS_PER_PRODUCT))
 
 
-def _cuda_unit(device: Any, torch: Any) -> tuple[Any, str]:
-    count = cuda_products(int(torch.cuda.get_device_properties(device).multi_processor_count))
+def _unit(device: Any, torch: Any) -> tuple[Callable[[], None], str]:
+    """The unit on ``device`` and its id: matrix products on seeded random data, into a tensor
+    made beforehand (no allocator traffic inside the unit)."""
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        n, dtype, count = CUDA_N, torch.float16, cuda_products(int(props.multi_processor_count))
+        unit_id = f"cuda-mm-fp16-{n}x{count}"
+    else:
+        n, dtype, count, unit_id = CPU_N, None, CPU_PRODUCTS, CPU_UNIT
     generator = torch.Generator(device=device)
     generator.manual_seed(0)
-    shape, half = (CUDA_N, CUDA_N), torch.float16
-    a = torch.randn(shape, device=device, dtype=half, generator=generator)
-    b = torch.randn(shape, device=device, dtype=half, generator=generator)
-    out = torch.empty_like(a)  # no allocator traffic inside the unit
+    a = torch.randn((n, n), device=device, dtype=dtype, generator=generator)
+    b = torch.randn((n, n), device=device, dtype=dtype, generator=generator)
+    out = torch.empty_like(a)
 
     def unit() -> None:
         with torch.no_grad():
             for _ in range(count):
                 torch.mm(a, b, out=out)
 
-    return unit, f"cuda-mm-fp16-{CUDA_N}x{count}"
+    return unit, unit_id
 
 
 def calibrate(device: Any, clock: Clock, torch_module: Any = None) -> tuple[float, str]:
@@ -77,10 +64,7 @@ def calibrate(device: Any, clock: Clock, torch_module: Any = None) -> tuple[floa
     if torch_module is None:
         import torch as torch_module
     torch = torch_module
-    if device.type == "cuda":
-        unit, unit_id = _cuda_unit(device, torch)
-    else:
-        unit, unit_id = _cpu_unit(torch), CPU_UNIT
+    unit, unit_id = _unit(device, torch)
     warmed, started = 0, clock.now()
     while warmed < WARMUP or clock.now() - started < WARMUP_S:
         unit()

@@ -1,26 +1,19 @@
 """FLOPs of a step, counted once per benchmark with PyTorch's own counter.
 
-``torch.utils.flop_counter.FlopCounterMode`` counts matrix products and convolutions (forward
-and backward), two FLOPs per multiply-add, and nothing else: normalisation, activations,
-pooling, the loss's elementwise work and the optimizer's updates count 0. That is the
-convention of torchvision's published operation counts (``weights.meta["_ops"]``, which are
-multiply-adds: half the counted forward) and of model-FLOPs utilisation figures.
-
-A train step or a forward pass is counted on *meta* tensors: the model runs through
-``torch.func.functional_call`` with meta copies of its parameters and buffers, so nothing is
-computed, no memory is used and the model (weights, running statistics, gradients) is left as it
-was. A model whose forward reads tensor values (``.item()``, data-dependent shapes) cannot run on
-meta tensors; it, a step of the user's own (``measure()``) and a train step with an optimizer of
-the user's own are counted on one real step instead, run after the timed steps. A compiled
-model is counted as the module it compiles (the same convolutions and products).
+``FlopCounterMode`` counts matrix products and convolutions, two FLOPs per multiply-add, and
+nothing else, as torchvision's published counts (multiply-adds) and MFU figures do. A step is
+counted on *meta* copies of the model's tensors (``torch.func.functional_call``: nothing computed,
+the model left as it was); a model that reads tensor values, a step of the user's own and an
+optimizer of the user's own are counted on one real step after the timed ones.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import warnings
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..model import StepFlops
@@ -44,14 +37,9 @@ def conv_backward_flops(
     out_shape: Sequence[Any],
     **kwargs: Any,
 ) -> int:
-    """The FLOPs of ``aten.convolution_backward``: the input's gradient (a transposed
-    convolution of the output's gradient with the weight) and the weight's (a convolution of
-    the input with the output's gradient), as PyTorch's own formula counts them, except that
-    the weight's gradient of a grouped convolution is divided by its groups. PyTorch's formula
-    (torch/utils/flop_counter.py, ``conv_backward_flop``, up to at least torch 2.14) leaves
-    ``groups`` out there and counts a depthwise convolution's weight gradient once per channel
-    over: MobileNet-V2's backward came out 18 times its forward (pytorch/pytorch#183405 makes the
-    same division upstream)."""
+    """The FLOPs of ``aten.convolution_backward`` (the input's gradient and the weight's) as
+    PyTorch's own formula counts them, except that a grouped convolution's weight gradient is
+    divided by its groups, which that formula leaves out (docs/validation.md)."""
     from torch.utils.flop_counter import conv_flop_count
 
     def t(shape: Sequence[int]) -> list[int]:
@@ -72,12 +60,17 @@ def conv_backward_flops(
     return count
 
 
-def _counter() -> Any:
+@contextlib.contextmanager
+def _counter() -> Iterator[Any]:
+    """PyTorch's counter, its convolution backward corrected and its warnings held back."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
     corrected = {torch.ops.aten.convolution_backward: conv_backward_flops}
-    return FlopCounterMode(display=False, custom_mapping=corrected)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with FlopCounterMode(display=False, custom_mapping=corrected) as mode:
+            yield mode
 
 
 def _operators(mode: Any) -> dict[str, int]:
@@ -98,14 +91,18 @@ def unwrap(model: Any) -> Any:
             return model
 
 
-def _meta_state(module: Any) -> dict[str, Any]:
+def _on_meta(model: Any, images: Any) -> tuple[Any, dict[str, Any], Any]:
+    """The module that does the work, meta copies of its parameters and buffers, and
+    ``images`` on meta."""
     import torch
 
+    module = unwrap(model)
     tensors = itertools.chain(module.named_parameters(), module.named_buffers())
-    return {
+    state = {
         name: torch.empty_like(t, device="meta").requires_grad_(t.requires_grad)
         for name, t in tensors
     }
+    return module, state, torch.empty_like(images, device="meta")
 
 
 def count_train_on_meta(
@@ -115,16 +112,12 @@ def count_train_on_meta(
     optimizer's step counts 0 (no matrix products)."""
     import torch
 
-    module = unwrap(model)
-    state = _meta_state(module)
-    x = torch.empty_like(images, device="meta")
+    module, state, x = _on_meta(model, images)
     y = torch.empty_like(targets, device="meta")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with _counter() as forward:
-            loss = loss_fn(torch.func.functional_call(module, state, (x,)), y)
-        with _counter() as backward:
-            loss.backward()
+    with _counter() as forward:
+        loss = loss_fn(torch.func.functional_call(module, state, (x,)), y)
+    with _counter() as backward:
+        loss.backward()
     operators = Counter(_operators(forward))
     operators.update(_operators(backward))
     phases = {
@@ -139,13 +132,9 @@ def count_inference_on_meta(model: Any, images: Any) -> Counts:
     """A forward pass of ``model`` without autograd, on meta copies of everything."""
     import torch
 
-    module = unwrap(model)
-    state = _meta_state(module)
-    x = torch.empty_like(images, device="meta")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with torch.no_grad(), _counter() as forward:
-            torch.func.functional_call(module, state, (x,))
+    module, state, x = _on_meta(model, images)
+    with torch.no_grad(), _counter() as forward:
+        torch.func.functional_call(module, state, (x,))
     return {"forward": int(forward.get_total_flops())}, _operators(forward)
 
 
@@ -153,13 +142,11 @@ def count_phases(phases: Sequence[tuple[str, Callable[[], None]]]) -> Counts:
     """Run one real step, phase by phase, each under the counter."""
     per_phase: dict[str, int] = {}
     operators: Counter[str] = Counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for name, run in phases:
-            with _counter() as mode:
-                run()
-            per_phase[name] = int(mode.get_total_flops())
-            operators.update(_operators(mode))
+    for name, run in phases:
+        with _counter() as mode:
+            run()
+        per_phase[name] = int(mode.get_total_flops())
+        operators.update(_operators(mode))
     return per_phase, dict(operators)
 
 

@@ -1,15 +1,10 @@
 """The device's peak FLOP/s for the precision a step runs in: what utilisation (MFU) is
-measured against.
+measured against. ``cnnperf_peak_tflops`` overrides both sources.
 
-On a GPU it is the dense figure of NVIDIA's datasheet (``measuring/peak_table.py``), for the
-precision the step's FLOPs ran in: ``bf16`` or ``fp16`` under AMP; for an fp32 step on Ampere
-or newer, ``tf32`` when the switch that governs most of the step's FLOPs allows TF32 (cuDNN's
-``allow_tf32`` for convolutions, cuBLAS's ``matmul.allow_tf32`` for matrix products and for
-convolutions with cuDNN off), else ``fp32``. A GPU the table does not know gets no peak.
-
-On the CPU there is no datasheet figure worth the name (clocks, vector units and threads vary),
-so the peak is measured: the best of a few large matrix products on the benchmark's threads,
-once per process and precision. ``cnnperf_peak_tflops`` overrides both.
+On a GPU, the dense datasheet figure (``peak_table``) for the step's precision: ``bf16``/``fp16``
+under AMP; for fp32 on Ampere or newer, ``tf32`` where the switch governing most of the step's
+FLOPs allows it. On the CPU, where no datasheet figure is worth the name, the best of a few
+large matrix products on the benchmark's threads, once per process and precision.
 """
 
 from __future__ import annotations
@@ -42,10 +37,6 @@ def gpu_precision(
     return "tf32" if tf32 else "fp32"
 
 
-def _tflops(value: float) -> str:
-    return f"{value:g} TFLOP/s"
-
-
 def gpu_peak(
     device_name: str,
     sms: int | None,
@@ -57,11 +48,9 @@ def gpu_peak(
 ) -> Peak:
     """The peak of a GPU from the table (or the setting), for the step's precision."""
     chosen = gpu_precision(precision, capability, flops, flags) if precision else None
-    stated = setting.tflops(chosen) if setting else None
-    if stated is not None:
-        return Peak(chosen, stated * 1e12, "setting", f"cnnperf_peak_tflops = {setting}")
-    if chosen is None:
-        return Peak(None, None, "unknown", "the precision of a measure() step is unknown")
+    given = _stated(chosen, setting)
+    if given is not None or chosen is None:
+        return given or _UNKNOWN_PRECISION
     found = lookup(device_name, sms)
     row = found.row
     if row is None:
@@ -75,7 +64,19 @@ def gpu_peak(
     )
 
 
-def cpu_peak(precision: str, threads: int, clock: Any = time.perf_counter) -> tuple[float, str]:
+#: a measure() step's precision is not known, and so neither is its peak
+_UNKNOWN_PRECISION = Peak(None, None, "unknown", "the precision of a measure() step is unknown")
+
+
+def _stated(precision: str | None, setting: PeakSetting | None) -> Peak | None:
+    """The peak ``cnnperf_peak_tflops`` states for ``precision``, if it does."""
+    stated = setting.tflops(precision) if setting else None
+    if stated is None:
+        return None
+    return Peak(precision, stated * 1e12, "setting", f"cnnperf_peak_tflops = {setting}")
+
+
+def cpu_peak(precision: str, threads: int) -> tuple[float, str]:
     """The best FLOP/s of ``torch.mm`` on two square matrices of ``precision`` on the current
     threads, and how it was measured; measured once per process, precision and thread count."""
     key = (precision, threads)
@@ -88,13 +89,13 @@ def cpu_peak(precision: str, threads: int, clock: Any = time.perf_counter) -> tu
         out = torch.empty(n, n, dtype=dtype)
         torch.mm(a, b, out=out)  # warm-up: packing buffers, thread pool
         times: list[float] = []
-        started = clock()
+        started = time.perf_counter()
         while len(times) < CPU_MIN_CALLS or (
-            len(times) < CPU_MAX_CALLS and clock() - started < CPU_BUDGET_S
+            len(times) < CPU_MAX_CALLS and time.perf_counter() - started < CPU_BUDGET_S
         ):
-            before = clock()
+            before = time.perf_counter()
             torch.mm(a, b, out=out)
-            times.append(clock() - before)
+            times.append(time.perf_counter() - before)
         best = 2 * n**3 / min(times)
         detail = (
             f"measured: torch.mm of two {n}x{n} {precision} matrices on {threads} "
@@ -121,11 +122,9 @@ def find(device: Any, precision: str | None, flops: StepFlops, setting: PeakSett
             current_flags(device),
             setting,
         )
-    stated = setting.tflops(precision) if setting else None
-    if stated is not None:
-        return Peak(precision, stated * 1e12, "setting", f"cnnperf_peak_tflops = {setting}")
-    if precision is None:
-        return Peak(None, None, "unknown", "the precision of a measure() step is unknown")
+    given = _stated(precision, setting)
+    if given is not None or precision is None:
+        return given or _UNKNOWN_PRECISION
     if device.type != "cpu":
         return Peak(precision, None, "unknown", f"no peak is known for {device.type} devices")
     flops_per_s, detail = cpu_peak(precision, torch.get_num_threads())
