@@ -1,8 +1,6 @@
-"""What a loader yields, read as ``train_loop`` reads it: ``(images, targets)`` pairs, other
-batches (mappings, triples) through ``unpack=``, what a loader says of itself without being read
-(its name, its length, its batch size), and the message for a batch it cannot read, which names
-the fix from the batch's own keys.
-"""
+"""What a loader yields, read as ``train_loop`` reads it: pairs, other batches through
+``unpack=``, what a loader says of itself unread, and the message for a batch it cannot read,
+which names the fix from the batch's own keys."""
 
 from __future__ import annotations
 
@@ -96,12 +94,13 @@ def _unpack_fix(batch: Mapping[Any, Any]) -> str:
     return f"unpack=(the images' key, the targets' key), two of {_keys(batch)}"
 
 
-def _example(batch: object) -> str:
-    """A callable that reads ``batch``, where its keys make it plain."""
+def _such(batch: object, before: str = "") -> str:
+    """``, such as (batch["image"], batch["label"])`` (``before`` it: what takes the pair),
+    where the keys of ``batch`` make it plain."""
     keys = plain_keys(batch) if isinstance(batch, Mapping) else None
     if keys is None:
         return ""
-    return f", such as unpack=lambda batch: (batch[{_code(keys[0])}], batch[{_code(keys[1])}])"
+    return f", such as {before}(batch[{_code(keys[0])}], batch[{_code(keys[1])}])"
 
 
 def unpack_text(unpack: object) -> str:
@@ -170,16 +169,15 @@ def unpacked(loader: object, batch: object, unpack: Unpacker | None) -> Any:
             raise ValueError(
                 f"unpack={unpack_text(unpack)} raised {said} on {described(batch)} from "
                 f"{loader_name(loader)}; unpack takes the loader's batch and returns (images, "
-                f"targets): make it read this batch{_example(batch)}"
+                f"targets): make it read this batch{_such(batch, 'unpack=lambda batch: ')}"
             ) from exc
         if type(pair) in (tuple, list) and len(pair) == 2:
             return pair
-        keys = plain_keys(batch) if isinstance(batch, Mapping) else None
-        such = f", such as (batch[{_code(keys[0])}], batch[{_code(keys[1])}])" if keys else ""
         raise TypeError(
             f"unpack={unpack_text(unpack)} returned {described(pair)} for {described(batch)} "
             f"from {loader_name(loader)}, not an (images, targets) pair; unpack takes the "
-            f"loader's batch and returns (images, targets): return the two as a tuple{such}"
+            f"loader's batch and returns (images, targets): return the two as a tuple"
+            f"{_such(batch)}"
         )
     if not isinstance(batch, Mapping):
         leave = (

@@ -1,30 +1,15 @@
 """Compiled benchmarks: ``torch.compile`` applied to a training step or a forward pass, and what
 compiling did, read from Dynamo's own counters while the steps run.
 
-What is compiled (``measuring.workload`` asks for it): the model together with its loss, as one
-function, so that forward and loss are one graph and AOTAutograd compiles their backward too (at
-the first backward); and the optimizer's step, as PyTorch's tutorial "Compiling the optimizer
-with torch.compile" does it. So the three timed phases stay apart, as in eager benchmarks.
-``zero_grad``, autocast and the gradient scaler stay outside. The optimizer is compiled without
-``fullgraph``: its step breaks the graph on purpose around itself (``torch/optim/optimizer.py``),
-and those breaks are PyTorch's own (``GraphBreak.internal``), not counted against the benchmark.
+The model is compiled together with its loss (one graph; AOTAutograd compiles the backward), and
+the optimizer's step apart, as PyTorch's tutorial does, so the three timed phases stay apart.
+The optimizer's step breaks its graph on purpose: PyTorch's own breaks (``GraphBreak.internal``)
+are not counted against the benchmark. Everything compiles in the first step (one eager step
+runs before, so the optimizer's state exists); a frame compiled after it is a recompile.
 
-Everything compiles in the first step (the workload runs one eager step before compiling, so
-that the optimizer's state exists and its compiled step does not compile again when the state
-appears). Every frame compiled after the first step is a recompile. :class:`Compiled` watches
-each step: when it started, how many frames Dynamo had compiled by its end, and why a frame was
-compiled again; ``figures`` turns that into the sample's :class:`~pytest_cnnperf.model.
-Compilation` once the timing loop says which steps were the warm-up and which were timed.
-
-Sample processes of one benchmark share a compiler cache folder (``TORCHINDUCTOR_CACHE_DIR``,
-one per benchmark and thread count in the session's temporary folder): the first sample
-compiles cold into it, the others find it warm. On torch before mid-2026 the cache key lacks the
-thread count, hence the thread count in the folder's name.
-
-Compile errors (``torch._dynamo.exc.TorchDynamoException``: a graph that cannot be traced, a
-backend that crashed, no working C++ compiler; and what Dynamo lets through as raised, such as an
-internal ``AssertionError``) become :class:`CompileFailed` with the compiler's message cut to
-what helps.
+Sample processes of a benchmark share a compiler cache folder per thread count (older torch's
+cache key lacks it): the first compiles cold, the others find it warm. Compile errors become
+:class:`CompileFailed` with the compiler's message cut to what helps.
 """
 
 from __future__ import annotations
@@ -109,15 +94,6 @@ def remove_cache(root: str) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def cache_folder(request: CompileRequest) -> str | None:
-    """The benchmark's compiler cache folder for this process's thread count."""
-    import torch
-
-    if request.cache is None:
-        return None
-    return os.path.join(request.cache, f"{torch.get_num_threads()}t")
-
-
 class Compiled:
     """A benchmark's compiled functions, and a watch over the steps that run them."""
 
@@ -125,9 +101,8 @@ class Compiled:
         import torch
 
         self.request = request
-        self.device = device
-        folder = cache_folder(request)
-        if folder is not None:
+        if request.cache is not None:  # a folder per thread count
+            folder = os.path.join(request.cache, f"{torch.get_num_threads()}t")
             os.makedirs(folder, exist_ok=True)
             os.environ[CACHE_VARIABLE] = folder
         # a second model of the same class would otherwise reuse what an earlier benchmark of
@@ -192,7 +167,6 @@ class Compiled:
         by its end and the reasons for any recompile noted."""
         guarded = [(name, _guarded(run)) for name, run in phases]
         first_name, first = guarded[0]
-        last_name, last = guarded[-1]
 
         def begin() -> None:
             self._starts.append(time.perf_counter())
@@ -202,18 +176,15 @@ class Compiled:
                 torch.compiler.cudagraph_mark_step_begin()
             first()
 
+        guarded[0] = (first_name, begin)
+        last_name, last = guarded[-1]  # begin itself in a step of one phase
+
         def end() -> None:
             last()
             self._step_ended()
 
-        if len(guarded) == 1:
-
-            def only() -> None:
-                begin()
-                self._step_ended()
-
-            return [(first_name, only)]
-        return [(first_name, begin), *guarded[1:-1], (last_name, end)]
+        guarded[-1] = (last_name, end)
+        return guarded
 
     def _step_ended(self) -> None:
         from torch._dynamo.utils import counters
@@ -290,10 +261,9 @@ _IMPORT_ALIAS = "__import_"
 
 
 def forget_stale_imports() -> None:
-    """Drop the module aliases Dynamo left in modules' globals that name a module no longer the
-    one imported under that name. ``torch.compiler.reset()`` leaves them, and torch 2.5 asserts
-    that an alias is the module imported now: a model's module imported anew in the same process
-    (pytest's own pytester runs do it) then failed every later compile of it."""
+    """Drop the module aliases Dynamo left in modules' globals (``torch.compiler.reset()`` keeps
+    them) that name a module no longer imported under that name: torch 2.5 asserts they match,
+    failing every compile of a model whose module was imported anew (pytester runs do it)."""
     for module in list(sys.modules.values()):
         names = getattr(module, "__dict__", None)
         if not isinstance(names, dict):
@@ -432,9 +402,8 @@ _NOISE = (
 
 
 def describe_failure(exc: BaseException) -> str:
-    """A compile error as the benchmark's reader needs it: its kind, the compiler's message
-    up to the first blank line (a C++ compiler's own diagnostic kept), where in the user's code
-    Dynamo gave up, and what to do when the fix is known."""
+    """A compile error as the benchmark's reader needs it: its kind, the compiler's message up
+    to a blank line (a C++ compiler's diagnostic kept), where Dynamo gave up, the known fix."""
     from torch._dynamo.exc import TorchDynamoException
 
     inner = getattr(exc, "inner_exception", None)

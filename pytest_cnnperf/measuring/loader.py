@@ -1,19 +1,11 @@
 """``train_loop``'s work: the user's loader feeding the train step, batch by batch.
 
-A step of a loop is five phases: ``wait`` (the loader's next batch), ``copy`` (the batch to the
-device, ``non_blocking`` on CUDA, so that a pinned batch's copy does not hold up the host), then
-the train step's forward, backward and optimizer, the same as ``train_step``'s
-(``measuring.workload``). The loader starts at the first, cold step, which also gives the time
-to its first batch (worker start-up). The warm-up runs until steps are steady: by then the
-workers run and their queue is in its steady state. The timed block lies inside passes over the
-loader (:class:`Loop` is the timing's ``Window``): a pass's last batch, which may be short, is
-never timed, and a pass's end, its restart and the steps that fill the workers' queue again
-come between the timed parts. Each pass starts seeded, so that every sample reads the same
-items. After the loop, the same step on the first batch, already on the device, gives what the
-model alone runs at.
-
-A loader whose batches are not ``(images, targets)`` pairs (dicts, triples) is read through
-``unpack=``: a pair of keys or a callable, applied where the batch is read, so in ``wait``.
+A loop's step is ``wait`` (the next batch, read through ``unpack=`` where given), ``copy`` (to
+the device, ``non_blocking`` on CUDA) and ``train_step``'s phases. The cold step starts the
+loader and times its first batch; the warm-up brings the workers' queue to its steady state.
+The timed block lies inside passes (:class:`Loop` is the timing's ``Window``): a pass's short
+last batch is never timed, its end and restart come between timed parts, and each pass starts
+seeded. Afterwards the same step on the first batch, already on the device, times the model alone.
 """
 
 from __future__ import annotations
@@ -55,7 +47,8 @@ class LoopSpec:
 
 
 def _needed(loader: object) -> int:
-    """Batches a pass needs for a step to be timed in it (:attr:`Feed.needed`)."""
+    """Batches a pass needs for a step to be timed in it: the rewarm after its restart, the
+    timed one, and the pass's last (maybe short, never timed)."""
     return _rewarm(loader) + 2
 
 
@@ -123,8 +116,9 @@ class Feed:
         self.length = length(loader)
         #: worker processes (a DataLoader's)
         self.workers = int(getattr(loader, "num_workers", 0) or 0) if is_dataloader(loader) else 0
-        #: steps after a restart before timing goes on
+        #: steps after a restart before timing goes on, and batches a pass needs
         self.rewarm = _rewarm(loader)
+        self.needed = _needed(loader)
         self.iterator: Any = None
         self.position = 0  # batches read in this pass
         self.passes = 0
@@ -135,20 +129,13 @@ class Feed:
         self.in_part = False  # inside a timed part
         self.crossed = False  # a pass ended inside one
 
-    @property
-    def needed(self) -> int:
-        """Batches a pass needs for a step to be timed in it: the rewarm after its restart, the
-        timed one, and the pass's last (maybe short, never timed)."""
-        return self.rewarm + 2
-
     def room(self) -> int | None:
         """Steps that can be timed before the pass's last batch; ``None``: unknown."""
         return None if self.length is None else self.length - self.position - 1
 
     def read(self) -> None:
-        """The ``wait`` phase: the next batch (on the run's first read, the loader starts and
-        the time to its first batch is kept). A loader refused here is closed, not left to the
-        traceback that holds it."""
+        """The ``wait`` phase: the next batch (the first read starts the loader and times its
+        first batch); a loader refused here is closed, not left to the traceback."""
         try:
             if self.iterator is None:
                 started = time.perf_counter()
@@ -181,9 +168,8 @@ class Feed:
         self.iterator = iter(self.loader)
 
     def _seed(self) -> bool:
-        """Seed the loader's generator for this pass, giving a DataLoader one where it has none
-        (its random sampler, and its workers' seeds, draw from it); ``False``: an iterable
-        whose order is its own."""
+        """Seed a DataLoader's generator (given one where it has none) for this pass: its
+        sampler and workers' seeds draw from it; ``False``: an iterable of its own order."""
         loader = self.loader
         if not is_dataloader(loader):
             return False
@@ -314,8 +300,7 @@ class Loop:
         self.feed.close()
 
     def _copy(self) -> None:
-        """The ``copy`` phase: the batch just read to the device (``non_blocking`` on CUDA: a
-        pinned batch's copy is queued on the stream, a pageable one's is staged by CUDA)."""
+        """The ``copy`` phase: the batch just read to the device (``non_blocking`` on CUDA)."""
         images, targets = self.feed.host
         cuda = self.device.type == "cuda"
         images = images.to(self.device, non_blocking=cuda)
@@ -430,8 +415,7 @@ def build_loop(model: Any, loader: Any, spec: LoopSpec, device: Any) -> Workload
 
 
 def counting_workers(snapshot: CpuSnapshot | None) -> CpuSnapshot | None:
-    """``snapshot`` with the CPU time of this process's children (the loader's workers) counted
-    as its own: they are the benchmark's, not a neighbour that denied it the cores."""
+    """``snapshot`` with the CPU time of the loader's workers counted as the benchmark's own."""
     if snapshot is None:
         return None
     return dataclasses.replace(snapshot, own_s=snapshot.own_s + children_cpu_s())

@@ -1,11 +1,7 @@
 """The numbers a train step computes: the losses of its first steps from the model's initial
-weights, with every generator seeded, and the gradients' norm after the first.
-
-Benchmark tests build their models in the test body, after :func:`seed_everything` ran at the
-test's setup, in every process, so the initial weights are the same in each. The sample that
-takes them keeps the initial state on the host before its first step (:func:`keep`), and after
-its timed and counted steps puts it back and runs the first steps again, reading each loss
-between steps: nothing is read inside a timed or counted step.
+weights (the same in every process: :func:`seed_everything` runs at the test's setup), and the
+gradients' norm after the first. The initial state is kept before the first step and put back
+after the timed and counted ones, so nothing is read inside a timed or counted step.
 """
 
 from __future__ import annotations
@@ -30,23 +26,23 @@ TOLERANCE = {("cpu", "fp32"): 1e-3, ("cuda", "fp32"): 1e-2}
 REDUCED_TOLERANCE = 5e-2
 
 
-def tolerance(device_type: str, precision: str | None) -> float:
-    return TOLERANCE.get((device_type, precision or "fp32"), REDUCED_TOLERANCE)
+def tolerance(device_type: str, precision: str) -> float:
+    return TOLERANCE.get((device_type, precision), REDUCED_TOLERANCE)
 
 
-def seed_everything(seed: int = SEED) -> None:
-    """Seed torch (every device), numpy and random."""
+def seed_everything() -> None:
+    """Seed torch (every device), numpy and random with :data:`SEED`."""
     import random
 
     import torch
 
-    random.seed(seed)
-    torch.manual_seed(seed)
+    random.seed(SEED)
+    torch.manual_seed(SEED)
     try:
         import numpy
     except ImportError:
         return
-    numpy.random.seed(seed)
+    numpy.random.seed(SEED)
 
 
 def keep(

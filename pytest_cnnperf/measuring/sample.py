@@ -1,10 +1,6 @@
-"""One sample: time the calibration workload (on the CPU before the benchmark's first step, on
-CUDA after its timed steps), warm up, time a block of steps, measure peak memory in a pass of its
-own, and read the GPU's health and the CPU's contention around it all
-and the device's energy over the timed steps (``train_loop``: the loader's figures, and the same
-step timed on a batch already on the device); in a benchmark's first sample, count the step's
-FLOPs and find the device's peak, count its operators and compute its first steps' numbers;
-then describe the environment the figures belong to."""
+"""One sample: calibration, warm-up, a timed block, peak memory in a pass of its own, the GPU's
+health, the CPU's contention and the energy around it; in a benchmark's first sample also FLOPs,
+the device's peak, operator counts and the first steps' numbers; then the environment."""
 
 from __future__ import annotations
 
@@ -63,22 +59,18 @@ def take_sample(
     memory_pass: bool,
     in_process: bool,
     ignore_pids: frozenset[int] = frozenset(),
-    clock: Clock | None = None,
     count_pass: bool = False,
     profile_pass: bool = False,
     trace: str | None = None,
 ) -> tuple[Sample, Environment]:
-    """Measure one sample of ``workload`` on ``device``. ``memory_pass``: also measure peak
-    memory; ``ignore_pids``: our own processes, which NVML must not count as other users of
-    the GPU; ``count_pass``: also count the step's FLOPs and find the device's peak, count its
-    operators and compute its first steps' numbers (once per benchmark: they do not vary);
-    ``profile_pass``: also profile the step's operators, last,
-    and write the profiled steps as a Chrome trace to ``trace`` when given."""
+    """Measure one sample of ``workload`` on ``device``; ``ignore_pids``: our own processes,
+    not other users of the GPU; ``count_pass``: what does not vary (FLOPs, peak, counts, first
+    steps' numbers); ``profile_pass``: the operators last, as a Chrome trace to ``trace``."""
     if plan.instructions:
         return counted_sample(workload, device, plan)
     policy = plan.timing
     cuda = device.type == "cuda"
-    clock = clock or clock_for(device)
+    clock = clock_for(device)
     monitor = nvml.GpuMonitor.open(device.index or 0, ignore_pids) if cuda else None
     readings = [monitor.read()] if monitor else []
     # the initial state, kept before the first step, to compute the first steps' numbers from
@@ -123,7 +115,7 @@ def take_sample(
     counted, device_peak = _efficiency(workload, device, plan) if count_pass else (None, None)
     used = probe.energy(workload.items_per_step * len(timed.step_times_s)) if probe else None
     structure, structure_error = None, None
-    if count_pass and workload.countable:
+    if count_pass:
         try:
             structure = counting.count_steps(workload, device, clock)
         except counting.CountingFailed as exc:
@@ -168,10 +160,9 @@ def take_sample(
 
 
 def counted_sample(workload: Workload, device: Any, plan: SamplePlan) -> tuple[Sample, Environment]:
-    """A sample whose figure is the instructions of ``plan.instructions`` steps, counted under
-    callgrind phase by phase, on one thread with the garbage collector off (collection is per
-    thread, and a collection's work is not the step's); its step time is Valgrind's, which says
-    nothing of the machine's speed and is never compared."""
+    """A sample whose figure is the instructions of ``plan.instructions`` steps under callgrind,
+    on one thread (collection is per thread) with the garbage collector off; its step time is
+    Valgrind's, never compared."""
     import gc
     import time
 

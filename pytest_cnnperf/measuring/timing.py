@@ -1,14 +1,10 @@
 """Timing train steps: warm up until steady, then time a block of steps phase by phase.
 
-A step is a sequence of named phases (forward + loss, backward, optimizer step). A ``Clock``
-puts marks between phases. On the CPU the marks are ``time.perf_counter`` readings; on CUDA they
-are events recorded on the measured device's current stream (not the current device's: a run on
-``cuda:1`` must not time GPU 0's idle stream), created before the timed block and read after one
-synchronisation at the end of it, and the block's total comes from a wall clock synchronised
-before and after it, so nothing inside the timed region waits for the GPU that a real training
-loop would not wait for. Tests drive the same loop with a fake clock, and the CUDA clock with a
-fake torch. A ``Window`` (``train_loop``'s loader) splits the timed block into parts that each
-lie inside one pass over the loader: the pass's restart happens between them, untimed.
+A ``Clock`` marks between a step's phases: ``time.perf_counter`` on the CPU; on CUDA, events on
+the measured device's current stream (not the current device's), read after one sync at the
+block's end, with the block's total from a wall clock synced around it, so nothing inside the
+timed region waits for the GPU. A ``Window`` (``train_loop``) splits the block into parts that
+each lie inside one pass over the loader.
 """
 
 from __future__ import annotations
@@ -153,18 +149,12 @@ def run_step(phases: Sequence[Phase], clock: Clock) -> list[Any]:
 
 def _synced_step_time(phases: Sequence[Phase], clock: Clock) -> float:
     clock.sync()
-    start = clock.now()
-    run_step(phases, clock)
-    clock.sync()
-    return clock.now() - start
+    return _timed(phases, clock, 1)[0]
 
 
 def warm_up(phases: Sequence[Phase], clock: Clock, policy: TimingPolicy) -> tuple[float, int, bool]:
-    """Run the cold first step, then steps until the last few agree within the tolerance.
-
-    Returns the cold step's time, the number of warm-up steps after it and whether the steps
-    became steady before the step or time budget ran out.
-    """
+    """Run the cold first step, then steps until the last few agree within the tolerance: the
+    cold step's time, the warm-up steps after it and whether they became steady in budget."""
     cold = _synced_step_time(phases, clock)
     started = clock.now()
     times: list[float] = []
@@ -246,13 +236,10 @@ def time_steps(
     probe: BlockProbe | None = None,
     window: Window | None = None,
 ) -> TimedSteps:
-    """Warm up, then time one block and summarise it.
+    """Warm up, then time one block and summarise it. ``per_step_wall``: the figure is the
+    median step (CPU, where marks are wall-clock readings), else the block's synchronised wall
+    time per step (CUDA)."""
 
-    ``per_step_wall``: the sample's figure is the median of per-step times (CPU, where marks
-    are wall-clock readings); otherwise it is the block's synchronised wall time per step (CUDA).
-    ``probe``: read over the timed block alone (see :class:`BlockProbe`). ``window``: the
-    block lies inside passes over a loader (see :class:`Window`).
-    """
     cold, warmup_steps, steady = warm_up(phases, clock, policy)
     estimate = _synced_step_time(phases, clock)
     steps = steps_for(estimate, policy)

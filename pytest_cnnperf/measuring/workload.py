@@ -1,23 +1,20 @@
-"""The work a benchmark times: a training step or a forward pass on synthetic data.
-
-``build_train`` / ``build_inference`` turn a model and its spec (``pytest_cnnperf.benchmark``)
-into the phases the timing loop runs, on the run's device, with AMP and channels_last as asked.
-A train step reads its :class:`Batch`, which ``train_loop`` refills from the user's loader
-before each step (``measuring.loader``).
-"""
+"""The work a benchmark times: a training step or a forward pass on synthetic data, as the
+phases the timing loop runs on the run's device, with AMP and channels_last as asked (a train
+step reads its :class:`Batch`, which ``train_loop`` refills from the user's loader)."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import reprlib
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..model.parts import Loading
 from ..model.structure import StepNumbers
 from . import flops, numbers
+from .batches import described
 from .compiled import Compiled, CompileRequest
 from .flops import Counts
 from .timing import Clock, Phase, TimedSteps, TimingPolicy, Window
@@ -134,6 +131,16 @@ def amp_dtype(amp: str | None) -> Any:
     return {None: None, "fp16": torch.float16, "bf16": torch.bfloat16}[amp]
 
 
+def _autocast(device: Any, dtype: Any, cache: bool = True) -> AbstractContextManager[Any]:
+    """Autocast to ``dtype`` on ``device`` (``None``: none); ``cache=False`` under CUDA graphs,
+    which do not support autocast's cache of cast weights (``make_graphed_callables`` neither)."""
+    import torch
+
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype, cache_enabled=cache)
+
+
 def classification_loss(output: Any, target: Any, *, model: Any = None) -> Any:
     """Cross-entropy, with torchvision's auxiliary heads weighted as its reference scripts do
     (Inception-V3: 0.4, GoogLeNet: 0.3 each); ``model`` names the model in the error about an
@@ -163,16 +170,10 @@ def class_scores(output: Any, model: Any = None) -> Any:
     logits = output.logits if hasattr(output, "logits") else output
     if isinstance(logits, torch.Tensor):
         return logits
-    if isinstance(output, dict):
-        what = "a dict with keys " + ", ".join(repr(k) for k in list(output)[:5])
-    elif isinstance(output, (tuple, list)):
-        what = f"a {type(output).__name__} of {len(output)} values"
-    else:
-        what = f"{type(output).__name__} {reprlib.repr(output)}"
     name = f" {type(model).__name__}" if model is not None else ""
     raise TypeError(
-        f"the model{name} returned {what}, not a tensor of class scores, which train_step's "
-        "default loss needs; for a model that returns a dict or a tuple, pass "
+        f"the model{name} returned {described(output)}, not a tensor of class scores, which "
+        "train_step's default loss needs; for a model that returns a dict or a tuple, pass "
         "loss=callable(output, target) and num_classes=N"
     )
 
@@ -245,11 +246,6 @@ def build_train(model: Any, spec: TrainSpec, device: Any, batch: Batch | None = 
     scaler = torch.amp.GradScaler(device.type) if spec.amp == "fp16" else None
     state: dict[str, Any] = {}
 
-    def autocast(cache: bool = True) -> contextlib.AbstractContextManager[Any]:
-        if dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=device.type, dtype=dtype, cache_enabled=cache)
-
     def loss_of(x: Any, y: Any) -> Any:
         return loss_fn(model(x), y)
 
@@ -258,7 +254,7 @@ def build_train(model: Any, spec: TrainSpec, device: Any, batch: Batch | None = 
 
     def forward() -> None:
         optimizer.zero_grad(set_to_none=True)
-        with autocast():
+        with _autocast(device, dtype):
             state["loss"] = compute_loss(batch.images, batch.targets)
 
     def backward() -> None:
@@ -307,9 +303,7 @@ def build_train(model: Any, spec: TrainSpec, device: Any, batch: Batch | None = 
         from .graphed import capture
 
         def whole_step() -> None:
-            # no autocast cache of cast weights: CUDA graphs do not support it
-            # (torch.cuda.make_graphed_callables refuses it for the same reason)
-            with autocast(cache=False):
+            with _autocast(device, dtype, cache=False):
                 loss = loss_of(batch.images, batch.targets)
             loss.backward()
             optimizer.step()
@@ -360,13 +354,8 @@ def build_inference(model: Any, spec: InferenceSpec, device: Any) -> Workload:
     run_model = compiled.function(model) if compiled else model
 
     def forward() -> None:
-        with torch.inference_mode():
-            if dtype is None:
-                run_model(images)
-            else:  # CUDA graphs do not support autocast's cache of cast weights
-                cache = not spec.cuda_graphs
-                with torch.autocast(device_type=device.type, dtype=dtype, cache_enabled=cache):
-                    run_model(images)
+        with torch.inference_mode(), _autocast(device, dtype, cache=not spec.cuda_graphs):
+            run_model(images)
 
     def static_bytes() -> int:
         return _storage_bytes(iter([*model.parameters(), *model.buffers(), images]))
@@ -396,8 +385,4 @@ def build_inference(model: Any, spec: InferenceSpec, device: Any) -> Workload:
 
 def build_custom(step_fn: Callable[[], Any], items_per_step: int) -> Workload:
     """A step of the user's own: one phase."""
-
-    def step() -> None:
-        step_fn()
-
-    return Workload(phases=[("step", step)], items_per_step=items_per_step)
+    return Workload(phases=[("step", step_fn)], items_per_step=items_per_step)
