@@ -303,7 +303,7 @@ def test_a_mig_instance_is_found_by_its_mig_uuid(monkeypatch: pytest.MonkeyPatch
     )
     monitor = nvml.GpuMonitor.open(0)
     assert monitor is not None
-    assert monitor._handle == "mig handle"
+    assert monitor.handle == "mig handle"
     known.clear()
     assert nvml.GpuMonitor.open(0) is None
 

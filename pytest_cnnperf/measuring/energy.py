@@ -1,17 +1,10 @@
-"""Energy over the timed steps, from the device's cumulative energy counter.
+"""Energy over the timed steps, from the device's cumulative energy counter, read right after
+the timed block's first and last synchronisation (``timing.time_block``'s probe).
 
-On an NVIDIA GPU (Volta or newer) NVML's ``nvmlDeviceGetTotalEnergyConsumption``: millijoules
-the board used since the driver loaded. It advances every 20 to 100 ms, so reports show the
-energy only when the timed steps of a benchmark's samples add up to a long enough window
-(``model.sample.ENERGY_MIN_WINDOW_S``). On the CPU, the kernel's RAPL counters
-(``/sys/class/powercap/intel-rapl:N/energy_uj``, one per package, microjoules, wrapping at
-``max_energy_range_uj``), where the kernel exposes them and this user may read them (since
-CVE-2020-8694 they are root-only unless an administrator grants access; most virtual machines
-have none). Both count the whole device: other processes' work too. Elsewhere there is no
-figure; nothing is estimated.
-
-The counter is read right after the timed block's first synchronisation and after its last
-(``timing.time_block``'s probe), outside the timed interval.
+On an NVIDIA GPU (Volta or newer), NVML's total energy in millijoules, which advances every 20
+to 100 ms (hence ``model.sample.ENERGY_MIN_WINDOW_S``); on the CPU, the packages' RAPL counters
+(``intel-rapl:N/energy_uj``, wrapping at ``max_energy_range_uj``) where this user may read them.
+Both count the whole device, other processes too; elsewhere nothing is estimated.
 """
 
 from __future__ import annotations

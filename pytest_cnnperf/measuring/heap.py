@@ -1,12 +1,9 @@
 """Keep glibc's heap from being handed back to the kernel between training steps.
 
-A train step with ``zero_grad(set_to_none=True)`` frees its gradients and allocates them again in
-backward; glibc's self-raising trim threshold decides, from everything the process allocated before,
-whether that memory is handed back to the kernel and faulted in again each step, which moves the
-step time by several percent from one process to the next (figures in the manual's validation page).
-Fixed thresholds end the lottery: every step reuses the memory the previous one freed, as it does
-under jemalloc or tcmalloc or with ``MALLOC_TRIM_THRESHOLD_`` set. Blocks above 32 MiB are still
-mapped and unmapped every step, as glibc always does for them (its dynamic threshold stops there).
+A step frees its gradients and allocates them again; glibc's self-raising trim threshold decides,
+from the process's history, whether that memory is faulted in again each step, which moves the
+step time from one process to the next (docs/validation.md). Fixed thresholds make every step
+reuse what the previous one freed, as jemalloc does; blocks above 32 MiB stay mapped per step.
 """
 
 from __future__ import annotations
@@ -30,26 +27,22 @@ USER_SETTINGS = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_")
 KEPT: str | None = None
 
 
-def keep() -> str | None:
-    """Fix glibc's mmap and trim thresholds for this process and the processes it forks.
-
-    Returns a description of what was done, or ``None`` where the C library is not glibc or
-    the user set a threshold (``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_MMAP_THRESHOLD_``).
-    Both thresholds must be set together: setting either turns glibc's dynamic mmap threshold
-    off, and left at its 128 KiB start every activation would be mapped afresh each step."""
+def keep() -> None:
+    """Fix glibc's mmap and trim thresholds for this process and those it forks, unless the C
+    library is not glibc or the user set one. Both together: setting either turns the dynamic
+    mmap threshold off, and at its 128 KiB start every activation would be mapped each step."""
     global KEPT
     if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
-        return None
+        return
     if any(name in os.environ for name in USER_SETTINGS):
-        return None
+        return
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
-        return None
+        return
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-    if mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) != 1:
-        return None
-    if mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) != 1:
-        return None
-    KEPT = "glibc heap kept between steps (trim threshold 1 GiB, mmap threshold 32 MiB)"
-    return KEPT
+    if (
+        mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
+        and mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
+    ):
+        KEPT = "glibc heap kept between steps (trim threshold 1 GiB, mmap threshold 32 MiB)"

@@ -1,14 +1,10 @@
 """Counting a step's instructions under callgrind: the client requests, and reading the counts.
 
-A process that runs under ``valgrind --tool=callgrind --instr-atstart=no --collect-atstart=no``
-(``revision.counting`` starts it) pays Valgrind's start and torch's import once, uninstrumented.
-Around the counted steps it switches instrumentation on (which flushes Valgrind's translations,
-so one step runs uncounted first), zeroes the counters, and for each step and phase toggles
-collection on, runs it, toggles it off and dumps the counters under a label: each dump is a part
-of the output file whose ``totals:`` line is the phase's instructions. torch exposes only the
-collection toggle (``torch._C._valgrind_toggle``), so the other requests come from a helper built
-from callgrind.h (torch ships a copy) with the C compiler, once per machine, as pytest-codspeed
-does; collection is per thread, so the counted steps run on one thread.
+A process under ``valgrind --tool=callgrind --instr-atstart=no --collect-atstart=no``
+(``revision.counting`` starts it) dumps each counted phase under a label; a dump's ``totals:``
+line is its instructions. torch exposes only the collection toggle, so the requests come from a
+helper built once per machine from callgrind.h (as pytest-codspeed does); collection is per
+thread, so the counted steps run on one thread.
 """
 
 from __future__ import annotations
@@ -72,16 +68,12 @@ def compiler() -> str:
     )
 
 
-def cache_folder() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "pytest-cnnperf"
-
-
 def helper() -> Path:
     """The built helper, built now if this machine has none for this source (atomically: two
     xdist workers may build it at once)."""
     digest = hashlib.sha256(HELPER_SOURCE.encode()).hexdigest()[:12]
-    target = cache_folder() / f"callgrind-requests-{digest}.so"
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-cnnperf"
+    target = cache / f"callgrind-requests-{digest}.so"
     if target.is_file():
         return target
     include, cc = headers(), compiler()
@@ -106,8 +98,8 @@ def helper() -> Path:
 class Requests:
     """Callgrind's client requests, through the helper."""
 
-    def __init__(self, library: Path | None = None) -> None:
-        self._lib = ctypes.CDLL(str(library or helper()))
+    def __init__(self) -> None:
+        self._lib = ctypes.CDLL(str(helper()))
         self._lib.cnnperf_dump.argtypes = [ctypes.c_char_p]
 
     def running(self) -> bool:
@@ -139,11 +131,8 @@ class Kernels:
     env: Mapping[str, str]
 
 
-#: Valgrind before 3.23 runs each lane of a fused multiply-add in a helper function, which
-#: makes AVX2 kernels (mostly FMA) hundreds of times slower than natively: there, SSE and AVX
-#: without FMA. Each library says what it picked: ``torch.backends.cpu.get_cpu_capability()``
-#: DEFAULT, ``ONEDNN_VERBOSE=1`` isa:Intel AVX, ``MKL_VERBOSE=1`` SSE4.2, and callgrind's
-#: function names glibc's ``__expf_sse2`` instead of ``__expf_fma``
+#: before Valgrind 3.23, which runs fused multiply-adds lane by lane in a helper (AVX2 kernels
+#: far slower than natively): SSE and AVX without FMA (docs/instructions.md: how each says so)
 NO_FMA = Kernels(
     "no-fma",
     {
@@ -212,7 +201,7 @@ def counter() -> Counter | None:
     return Counter(valgrind=valgrind, kernels=kernels, arch=platform.machine())
 
 
-def output_file(pid: int | None = None) -> Path:
+def output_file() -> Path:
     """This process's callgrind output file, as the counting process was started to write it."""
     folder = os.environ.get(OUT_ENV)
     if not folder:
@@ -220,7 +209,7 @@ def output_file(pid: int | None = None) -> Path:
             "this process was not started to count instructions (no callgrind output folder); "
             "counts are taken by the process --cnnperf-metric=instructions starts"
         )
-    return Path(folder) / f"cg.{pid or os.getpid()}"
+    return Path(folder) / f"cg.{os.getpid()}"
 
 
 #: a dump's label: the step (from 0) and the phase
@@ -233,11 +222,9 @@ def count_steps(
     phases: Sequence[tuple[str, Callable[[], None]]],
     steps: int,
 ) -> None:
-    """Count ``steps`` steps of ``phases``: instrumentation on, one step uncounted (the step's
-    warm-up, its code translated with instrumentation), then each phase of each step collected
-    alone and dumped under its label; instrumentation off at the end. A warm-up before
-    instrumentation is not needed: its translations would be flushed, and the counts after one
-    instrumented step are those after three steps more (the validation page)."""
+    """Count ``steps`` steps of ``phases``: instrumentation on, one step uncounted (warm-up
+    enough: later steps count alike), then each phase of each step collected alone and dumped
+    under its label; instrumentation off at the end."""
     requests.start()
     try:
         for _, run in phases:

@@ -1,18 +1,9 @@
-"""The GPU's health around a measurement, read through NVML (the ``pynvml`` module of
-``nvidia-ml-py``): clocks, clock-event (throttle) reasons, how long the clocks were held back,
-temperature, power and other processes on the device. NVML numbers devices physically and ignores
-``CUDA_VISIBLE_DEVICES``, so the device is found by its UUID, as torch itself does.
-
-Throttling comes from NVML's cumulative violation counters (nanoseconds the clocks were held back
-by power, heat, the board's limits, since the driver loaded), read before and after the
-measurement: two instant readings of the clock-event reasons would miss what happened between
-them. Other processes: NVML lists the pids of the processes with a context on the GPU, but in a
-container with a pid namespace of its own they are the host's pids, which this process cannot
-recognise as its own or its siblings'; when its own pid is not in the list, who else uses the GPU
-is unknown, and said so, never a false alarm.
-
-Every call is guarded: a missing library, an old driver or a restricted container gives fewer
-figures, never an error in a benchmark.
+"""The GPU's health around a measurement, read through NVML (``pynvml`` of ``nvidia-ml-py``):
+clocks, throttle reasons, how long the clocks were held back, temperature, power and other
+processes. The device is found by its UUID (NVML ignores ``CUDA_VISIBLE_DEVICES``). Throttling
+comes from the cumulative violation counters read before and after, which instant readings would
+miss. Where NVML lists host pids (a container's own pid namespace), other processes are unknown,
+never a false alarm. Every call is guarded: a missing library or an old driver gives fewer figures.
 """
 
 from __future__ import annotations
@@ -79,8 +70,9 @@ class GpuMonitor:
     """NVML handle for one torch CUDA device; ``None`` from ``open`` where NVML is unusable."""
 
     def __init__(self, nvml: Any, handle: Any, ignore_pids: frozenset[int] = frozenset()) -> None:
-        self._nvml = nvml
-        self._handle = handle
+        #: the ``pynvml`` module and the device's handle (``energy`` reads them too)
+        self.library = nvml
+        self.handle = handle
         self._ignore = ignore_pids | {os.getpid()}
 
     @classmethod
@@ -104,34 +96,21 @@ class GpuMonitor:
                 return cls(pynvml, handle, ignore_pids)
         return None
 
-    @property
-    def library(self) -> Any:
-        """The ``pynvml`` module (for readers of their own, such as ``energy``)."""
-        return self._nvml
-
-    @property
-    def handle(self) -> Any:
-        return self._handle
-
-    def driver_version(self) -> str | None:
-        version = _guard(self._nvml.nvmlSystemGetDriverVersion)
-        return version.decode() if isinstance(version, bytes) else version
-
     def uuid(self) -> str | None:
-        value = _guard(lambda: self._nvml.nvmlDeviceGetUUID(self._handle))
+        value = _guard(lambda: self.library.nvmlDeviceGetUUID(self.handle))
         return value.decode() if isinstance(value, bytes) else value
 
     def _reasons(self) -> int:
-        n = self._nvml
-        value = _guard(lambda: n.nvmlDeviceGetCurrentClocksEventReasons(self._handle))
+        n = self.library
+        value = _guard(lambda: n.nvmlDeviceGetCurrentClocksEventReasons(self.handle))
         if value is None:  # bindings or drivers older than the "event" naming (r535)
-            value = _guard(lambda: n.nvmlDeviceGetCurrentClocksThrottleReasons(self._handle))
+            value = _guard(lambda: n.nvmlDeviceGetCurrentClocksThrottleReasons(self.handle))
         return int(value or 0)
 
     def _other_processes(self) -> tuple[int, ...] | None:
         """Pids of the other processes with a context on the GPU, ``None`` where NVML cannot
         tell them from ours. Read only once this process holds a context on it."""
-        processes = _guard(lambda: self._nvml.nvmlDeviceGetComputeRunningProcesses(self._handle))
+        processes = _guard(lambda: self.library.nvmlDeviceGetComputeRunningProcesses(self.handle))
         if processes is None:
             return None
         pids = {int(p.pid) for p in processes}
@@ -142,20 +121,20 @@ class GpuMonitor:
     def counters(self) -> dict[str, int]:
         """NVML's cumulative violation counters, ns since the driver loaded, by cause; the
         causes the bindings or the driver do not have are left out."""
-        n = self._nvml
+        n = self.library
         found: dict[str, int] = {}
         for name, constant in POLICIES.items():
             policy = getattr(n, constant, None)
             if policy is None:
                 continue
-            status = _guard(partial(n.nvmlDeviceGetViolationStatus, self._handle, policy))
+            status = _guard(partial(n.nvmlDeviceGetViolationStatus, self.handle, policy))
             value = getattr(status, "violationTime", None)
             if value is not None:
                 found[name] = int(value)
         return found
 
     def read(self) -> Reading:
-        n, h = self._nvml, self._handle
+        n, h = self.library, self.handle
         reasons = self._reasons()
         power = _guard(lambda: n.nvmlDeviceGetPowerUsage(h))
         limit = _guard(lambda: n.nvmlDeviceGetEnforcedPowerLimit(h))
@@ -176,9 +155,9 @@ class GpuMonitor:
 def driver_version(monitor: GpuMonitor | None) -> str | None:
     """The NVIDIA driver's version: from NVML, or where it is not installed from the kernel
     module's own file."""
-    version = monitor.driver_version() if monitor else None
+    version = _guard(monitor.library.nvmlSystemGetDriverVersion) if monitor else None
     if version:
-        return version
+        return version.decode() if isinstance(version, bytes) else str(version)
     try:
         text = DRIVER_VERSION_FILE.read_text()
     except OSError:
