@@ -1,16 +1,10 @@
-"""How much CPU time other processes denied a sample's threads while it ran.
+"""How much CPU time other processes denied a sample's threads while it ran (a neighbour can
+slow a step without making it erratic or slowing the calibration, so samples must say it).
 
-Three Linux counters, all cumulative: every thread's time spent runnable but waiting for a core
-(``/proc/self/task/<tid>/schedstat``, its second field), the time all CPUs were busy, including
-the time the hypervisor gave the machine's virtual CPUs to other machines (steal, in
-``/proc/stat``), and this process's own CPU time. A neighbour that keeps a core busy can slow a
-train step without making its steps erratic or slowing the short calibration workload, so the
-samples must say it themselves.
-
-The denial is the benchmark's threads' waiting plus their share of the steal, but no more than
-others took: counting the benchmark's own waiting, not others' CPU time alone, leaves out a busy
-neighbour beside a benchmark that sleeps or leaves cores free; capping it at others' CPU time
-leaves out the benchmark's threads waiting for each other.
+From cumulative Linux counters: each thread's time runnable but waiting (``schedstat``), the
+machine's busy time and steal (``/proc/stat``), and this process's CPU time. The denial is the
+threads' waiting plus their share of the steal, capped at what others took: the waiting alone
+would count the threads waiting for each other; others' CPU time alone, a neighbour on free cores.
 """
 
 from __future__ import annotations
@@ -65,10 +59,8 @@ def _waited_ns(task: Path) -> int:
 
 def contention(before: CpuSnapshot | None, after: CpuSnapshot | None, threads: int) -> float | None:
     """Cores' worth of CPU time other processes denied a process running ``threads`` threads
-    between two snapshots: its threads' waiting plus their share of the steal (the steal of
-    ``threads`` of the machine's cores), capped at the CPU time others took. 0.0 on a quiet
-    machine; about 0.5 for a 2-thread train step beside a process that keeps one core of two
-    busy."""
+    between two snapshots: its threads' waiting plus their share of the steal, capped at the
+    CPU time others took (figures of quiet and busy machines: docs/validation.md)."""
     if before is None or after is None or after.wall_s <= before.wall_s:
         return None
     wall = after.wall_s - before.wall_s

@@ -1,11 +1,6 @@
-"""Which device a run measures on, decided once at the start of the session.
-
-``auto``, ``cpu``, ``cuda`` or ``cuda:N`` as the user asked for it, resolved against the devices
-that are there. CUDA devices are counted without initialising CUDA in the pytest process (see
-``cuda_device_count``): the sample processes forked from it must be able to initialise it
-themselves, and an xdist worker must pin its GPU before the driver reads
-``CUDA_VISIBLE_DEVICES``.
-"""
+"""Which device a run measures on, decided once at the start of the session: ``auto``, ``cpu``,
+``cuda`` or ``cuda:N`` as asked, resolved against the devices there, counted without
+initialising CUDA in the pytest process (see ``cuda_device_count``)."""
 
 from __future__ import annotations
 
@@ -59,11 +54,9 @@ def _driver_present() -> bool:
 
 
 def cuda_device_count() -> int:
-    """The CUDA devices this process sees (``CUDA_VISIBLE_DEVICES`` applied), counted without
-    initialising CUDA here: through NVML as torch does, or where NVML cannot tell (not installed,
-    MIG instances listed by UUID) in a throw-away process. ``torch.cuda.device_count()`` would
-    fall back to ``cudaGetDeviceCount`` there, which starts the driver: pinning a GPU afterwards
-    has no effect, and every process forked from this one can no longer use CUDA."""
+    """The CUDA devices this process sees, counted through NVML or else in a throw-away process,
+    never by initialising CUDA here (as ``torch.cuda.device_count()`` may): forked samples could
+    not use CUDA, and an xdist worker could not pin its GPU afterwards."""
     import torch
 
     if not torch.backends.cuda.is_built():

@@ -1,12 +1,9 @@
 """The environment a measurement belongs to, and the name of the kind of machine it ran on.
 
-Baselines are kept per kind of machine, named after what picks the kernels a step runs:
-``nvidia-h100-80gb-hbm3`` for a GPU model; ``cpu-amd-epyc-7763-avx2-2t`` for a CPU model, the
-instruction set torch dispatches its CPU kernels to, and the thread count (which changes CPU
-throughput more than anything else). Where a virtual machine masks the model's name ("AMD
-EPYC"), its family, model and stepping say the generation: ``cpu-amd-epyc-f25m17s1-avx512-2t``.
-Library versions stay out of the name: a torch upgrade is reported as a change against the
-same baselines. ``--cnnperf-machine`` overrides the derived name.
+Baselines are kept per kind of machine, named after what picks the kernels a step runs: the GPU
+model (``nvidia-h100-80gb-hbm3``), or the CPU model (with family, model and stepping where a VM
+masks it), its kernels' instruction set and the thread count (``cpu-amd-epyc-7763-avx2-2t``).
+Library versions stay out: a torch upgrade is a change against the same baselines.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
-"""``cuda_graphs=True``: a whole step captured once as a CUDA graph and replayed.
-
-This follows "Whole-network capture" in PyTorch's CUDA semantics notes
-(https://docs.pytorch.org/docs/stable/notes/cuda.html#whole-network-capture): the inputs are
-static tensors on the device (the benchmark's synthetic batch is), the step runs a few times on
-a side stream first (lazy initialisation, optimizer state, cuDNN's choices), the gradients are
-set to ``None`` so that the captured backward allocates them from the graph's private pool, and
-then forward, loss, backward and optimizer step are captured together. Each replay reruns all
-of it on the same memory; the optimizer must be capturable (Adam and AdamW are built with
-``capturable=True``; SGD's float learning rate is baked into the graph). The three phases
-become one: a replay is timed as the step.
+"""``cuda_graphs=True``: a whole step captured once as a CUDA graph and replayed, as in
+"Whole-network capture" of PyTorch's CUDA semantics notes: static inputs, a few steps on a side
+stream first, gradients set to ``None`` so that the captured backward allocates them from the
+graph's pool, a capturable optimizer. The three phases become one: a replay is the step.
 """
 
 from __future__ import annotations

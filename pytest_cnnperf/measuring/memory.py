@@ -1,15 +1,9 @@
 """Peak memory of a steady-state step, measured in a pass of its own after the timed steps.
 
-CUDA: the caching allocator's peaks, after emptying its cache and resetting them, so that
-``reserved`` is what the step itself needs the allocator to hold.
-
-CPU: PyTorch's profiler sees every allocation of its CPU allocator (``tracemalloc`` does not), so
-the peak of tensor bytes alive during a step is exact and repeatable: the workload's static tensors
-(weights, buffers, optimizer state, batch) plus the highest total of what the steps allocated and
-had not freed, gradients and anything a model keeps from one step to the next included. The
-process's peak resident set size (``VmHWM`` after resetting it through ``/proc/self/clear_refs``)
-is reported beside it; it is a real figure of the process, but the C allocator's caching makes it
-too coarse to gate on.
+CUDA: the caching allocator's peaks, its cache emptied first, so ``reserved`` is what the step
+needs held. CPU: the tensor bytes alive during a step, exact from the profiler's allocation
+events (``tracemalloc`` misses them), plus the static tensors; the process's peak RSS is reported
+beside it, too coarse under the C allocator's caching to gate on.
 """
 
 from __future__ import annotations
@@ -97,8 +91,7 @@ _STEP_LABEL = "cnnperf::step"
 
 def _peak_alive(events: Sequence[tuple[int, int]], windows: Sequence[tuple[int, int]]) -> int:
     """The highest running total of allocations minus frees (from the first event on) reached
-    inside one of ``windows``. Frees of blocks allocated before profiling are not reported, so
-    blocks that died early simply never count."""
+    inside one of ``windows`` (blocks allocated before profiling never count)."""
     alive = peak = 0
     for when, nbytes in events:
         alive += nbytes

@@ -1,19 +1,10 @@
 """Dense peak FLOP/s of the GPUs people run CI on, as data, and ``cnnperf_peak_tflops``.
 
-Utilisation (MFU) is achieved FLOP/s over the device's peak for the precision in use. The
-figures here are NVIDIA's own, for dense math: datasheets print tensor-core figures "with
-sparsity" (2:4 structured sparsity doubles them), so the dense figure is half of those; Volta
-and Turing have no sparsity, so their figures are dense already. GeForce cards run FP16 and BF16
-with FP32 accumulation (what PyTorch's kernels use) at half the FP16-accumulate rate, and the
-FP32-accumulate figure is the one given. ``fp32`` is the non-tensor FP32 rate.
-
-``verified`` says whether the row's figures were read in a stored copy of the source named (or
-a faithful reproduction of its table) when the table was written; the other rows follow NVIDIA's
-documents as recalled and agree with SMs x FP32 lanes x 2 x boost clock, but were not read in
-the document itself: reports say "unverified" beside them. A GPU not in the table gets no
-utilisation ("peak unknown"), never a guess; ``cnnperf_peak_tflops`` states its peak.
-
-Plain data: no torch here (``settings`` parses ``cnnperf_peak_tflops`` with it).
+The figures are NVIDIA's, for dense math: half the datasheets' "with sparsity" figures (Volta
+and Turing have none); GeForce FP16/BF16 with FP32 accumulation, as PyTorch's kernels use;
+``fp32`` the non-tensor rate. ``verified``: the row was read in a stored copy of its source;
+other rows agree with SMs x FP32 lanes x 2 x boost clock, and reports say "unverified". A GPU
+not in the table gets no utilisation, never a guess. Plain data: no torch here.
 """
 
 from __future__ import annotations

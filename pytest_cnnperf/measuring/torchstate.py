@@ -1,17 +1,11 @@
-"""Global torch state that a benchmark may touch, saved before it and restored after it.
+"""Global torch state that a benchmark may touch, saved before it and restored after it, even
+when it raised: cuDNN and precision flags, oneDNN, deterministic mode, default dtype and device,
+threads, grad mode, the generators, the compiler cache folder; cached CUDA memory is given back.
 
-cuDNN flags, the float32 precision switches (TF32, matmul precision, reduced-precision
-reductions), oneDNN (``mkldnn``) on or off, deterministic-algorithm mode, the default dtype and
-device, thread count, grad mode, the random number generators and the compiler cache folder (a
-compiled benchmark sets ``TORCHINDUCTOR_CACHE_DIR``) come back as they were, and the CUDA caching
-allocator gives back what the benchmark left cached (cuBLAS's workspaces included), even when the
-benchmark raised.
-
-The float32 precision switches have two APIs. Up to torch 2.8 they are ``allow_tf32`` flags and
-``set_float32_matmul_precision``; from 2.9 on, ``fp32_precision`` per backend and operator, and
-the legacy getters raise once the two were mixed (``RuntimeError: ... you have used mix of the
-legacy and new APIs``). So where the new flags exist they are what is saved and restored, parents
-before children (setting a parent overwrites its children; ``"none"`` defers to the parent).
+The float32 precision switches have two APIs: up to torch 2.8 ``allow_tf32`` flags and
+``set_float32_matmul_precision``; from 2.9 ``fp32_precision`` per backend and operator, whose
+legacy getters raise once the two were mixed. Where the new flags exist they are what is saved
+and restored, parents before children (a parent overwrites its children).
 """
 
 from __future__ import annotations
@@ -38,8 +32,6 @@ FP32_PRECISION: tuple[tuple[str, Callable[[Any], Any]], ...] = (
     ("mkldnn.conv", lambda b: b.mkldnn.conv),
     ("mkldnn.rnn", lambda b: b.mkldnn.rnn),
 )
-#: legacy flags, read and restored where the new ones do not exist (torch < 2.9)
-_LEGACY_TF32 = ("cudnn.allow_tf32", "cuda.matmul.allow_tf32")
 
 
 def has_fp32_precision(torch: Any) -> bool:
@@ -73,7 +65,7 @@ def capture_precision(torch: Any) -> dict[str, str | bool | None]:
 
 def restore_precision(torch: Any, state: dict[str, str | bool | None]) -> None:
     b = torch.backends
-    if _LEGACY_TF32[0] in state:
+    if "cudnn.allow_tf32" in state:
         # before 2.9, ``matmul.allow_tf32 = x`` also sets the matmul precision: precision last
         b.cudnn.allow_tf32 = state["cudnn.allow_tf32"]
         b.cuda.matmul.allow_tf32 = state["cuda.matmul.allow_tf32"]
@@ -185,13 +177,10 @@ class TorchState:
 
 
 def release_cuda_memory(torch: Any, device: Any) -> None:
-    """Give back what the caching allocator holds for nothing, once ``device``'s work is done.
+    """Give back what the caching allocator holds for nothing, cuBLAS's workspaces too (which
+    ``empty_cache`` keeps; cleared as PyTorch's leak checker does), once ``device``'s work is
+    done; synchronises ``device``, never the current one (a context on GPU 0 for nothing)."""
 
-    ``empty_cache`` frees cached blocks that nothing uses, but not cuBLAS's workspaces (8 MiB,
-    32 MiB on Hopper, per handle and stream, allocated at the first matrix product and kept):
-    PyTorch's own leak checker clears them first, through a private function that every torch
-    since 2.0 has. Synchronises ``device`` only, never the current device (which would create a
-    context on GPU 0 for a run on another GPU)."""
     if not torch.cuda.is_initialized():
         return
     if device is not None and getattr(device, "type", None) == "cuda":
