@@ -152,13 +152,9 @@ def choose_reference(modes: Sequence[Mode], spec: str | None) -> Mode:
     amp = wanted.get("amp", _default([m.amp for m in modes], None))
     channels_last = wanted.get("channels_last", _default([m.channels_last for m in modes], False))
     compiled = wanted.get("compile", _default([m.compile for m in modes], None))
+    named = (cudnn, amp, channels_last, compiled)
     for mode in modes:
-        if (mode.cudnn_mode, mode.amp, mode.channels_last, mode.compile) == (
-            cudnn,
-            amp,
-            channels_last,
-            compiled,
-        ):
+        if (mode.cudnn_mode, mode.amp, mode.channels_last, mode.compile) == named:
             return mode
     dimensions = _dimensions(modes)
     every = ("cudnn", "amp", "memory format", "compile")
