@@ -1,9 +1,5 @@
-"""The cuDNN modes a benchmark runs under, and setting them for one test.
-
-``on``: cuDNN enabled, autotuner off. ``benchmark``: enabled with the autotuner
-(``torch.backends.cudnn.benchmark``). ``deterministic``: enabled, deterministic algorithms only.
-``off``: cuDNN disabled, PyTorch's native kernels. Torch is imported only when a mode is applied.
-"""
+"""The cuDNN modes a benchmark runs under (``on``, ``benchmark``: with the autotuner,
+``deterministic``, ``off``: PyTorch's native kernels), and setting them for one test."""
 
 from __future__ import annotations
 
@@ -31,16 +27,6 @@ class CudnnMode(str, enum.Enum):
             CudnnMode.DETERMINISTIC: (True, False, True),
         }[self]
 
-    @classmethod
-    def from_flags(cls, enabled: bool, benchmark: bool, deterministic: bool) -> CudnnMode:
-        """The mode that the current flags amount to (deterministic wins over benchmark, as
-        in cuDNN itself)."""
-        if not enabled:
-            return cls.OFF
-        if deterministic:
-            return cls.DETERMINISTIC
-        return cls.BENCHMARK if benchmark else cls.ON
-
 
 ACCEPTED_MODES = ", ".join(m.value for m in CudnnMode)
 
@@ -64,13 +50,16 @@ def parse_modes(value: object) -> tuple[CudnnMode, ...]:
 
 
 def current_mode() -> CudnnMode:
-    """The mode the global cuDNN flags are in now."""
+    """The mode the global cuDNN flags are in now (deterministic wins over benchmark, as in
+    cuDNN itself)."""
     import torch
 
     cudnn = torch.backends.cudnn
-    return CudnnMode.from_flags(
-        bool(cudnn.enabled), bool(cudnn.benchmark), bool(cudnn.deterministic)
-    )
+    if not cudnn.enabled:
+        return CudnnMode.OFF
+    if cudnn.deterministic:
+        return CudnnMode.DETERMINISTIC
+    return CudnnMode.BENCHMARK if cudnn.benchmark else CudnnMode.ON
 
 
 @contextlib.contextmanager
