@@ -15,6 +15,7 @@ from typing import TextIO
 
 from ..history import commands as history
 from ..model import Result, Verdict, units
+from ..reports.text import some
 from ..store.baseline import BaselineFileError
 from ..store.results_file import FileProblem, Loaded, load, merged
 from . import runs
@@ -141,9 +142,7 @@ def _compare(
 
 
 def _examples(results: Sequence[Result]) -> str:
-    named = [f"{r.test} [{r.key}]" for r in results]
-    more = f" and {len(named) - 2} more" if len(named) > 2 else ""
-    return ", ".join(named[:2]) + more
+    return some([f"{r.test} [{r.key}]" for r in results], 2)
 
 
 def _show(paths: Sequence[Path], as_markdown: bool = False) -> list[str]:

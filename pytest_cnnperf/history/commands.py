@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import parsers
+from ..reports.text import some
 from .runs import Entry
 from .series import Analysis, analyse, build
 from .store import APPLICATION_ID, HistoryProblem, display, open_store
@@ -315,8 +316,7 @@ def bisect_range(given: str | None, test_id: str, branch: str | None) -> tuple[s
         if e.result.test_id == test_id and not (e.run.ci and e.run.ci.pull_request)
     ]
     if not mine:
-        tests = sorted({e.result.test_id for e in entries})
-        named = ", ".join(tests[:5]) + (f" and {len(tests) - 5} more" if len(tests) > 5 else "")
+        named = some(sorted({e.result.test_id for e in entries}), 5)
         raise CommandProblem(
             f"{display(target)} has no run of {test_id} outside pull requests (it has: "
             f"{named or 'none'}); give a test id as cnnperf history lists them"

@@ -23,6 +23,7 @@ from ..model.because import plural
 from ..model.decision import failure_of
 from ..store.locations import display_path
 from .loader import InputFigures
+from .text import some
 
 #: the fix for an inconclusive verdict, against a baseline or a revision
 MEASURE_MORE = (
@@ -308,7 +309,7 @@ def missing_baselines(results: Sequence[Result]) -> list[str]:
     machines = sorted({reason.machine for _, reason in missing})
     files = sorted({d.baseline_file for d, _ in missing if d.baseline_file})
     count = len(missing)
-    where = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    where = some(files, 3)
     lines = [
         f"{plural(count, 'benchmark')} had no baseline for this kind of machine "
         f"({', '.join(machines)}); looked in {where or 'no file'}"

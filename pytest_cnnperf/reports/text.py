@@ -5,6 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
+def some(names: Sequence[str], shown: int) -> str:
+    """The first ``shown`` names and how many more there are: ``a, b and 3 more``."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
 def columns(
     headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()
 ) -> list[str]:
