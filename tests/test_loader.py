@@ -228,7 +228,7 @@ def test_the_timed_steps_never_hold_a_pass_end_or_its_last_batch() -> None:
     phases = [("wait", logged), *loop.phases[1:]]
     _, marks = time_block(phases, CpuClock(), 11, window=loop)
     assert len(marks) == 11
-    assert feed.restarts >= 2
+    assert feed.passes >= 2
     assert max(position for _, position in timed) <= 5
     starts = {}
     for passes, position in timed:

@@ -157,7 +157,8 @@ NATIVE_FMA = (3, 23)
 
 def kernels_for(version: str) -> Kernels:
     """The kernels to count under Valgrind ``version`` (``3.19.0``) with."""
-    return AVX2 if _numbers(version) >= NATIVE_FMA else NO_FMA
+    major_minor = tuple(int(part) for part in version.split(".")[:2])
+    return AVX2 if major_minor >= NATIVE_FMA else NO_FMA
 
 
 def valgrind_version(command: str) -> str:
@@ -177,10 +178,6 @@ def valgrind_version(command: str) -> str:
             "(valgrind-3.19.0); reinstall Valgrind (Debian and Ubuntu: apt-get install valgrind)"
         )
     return found.group(1)
-
-
-def _numbers(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split(".")[:2])
 
 
 #: the environment variable naming the folder the counting process's callgrind files are in

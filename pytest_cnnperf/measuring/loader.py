@@ -121,8 +121,7 @@ class Feed:
         self.needed = _needed(loader)
         self.iterator: Any = None
         self.position = 0  # batches read in this pass
-        self.passes = 0
-        self.restarts = 0
+        self.passes = 0  # passes started after the first: the restarts
         self.seeded = False
         self.first_batch_s: float | None = None
         self.host: Any = None  # the batch just read, on the host
@@ -157,7 +156,6 @@ class Feed:
 
     def restart(self) -> None:
         """Start the next pass now, leaving what is left of this one."""
-        self.restarts += 1
         self.passes += 1
         self._begin()
 
@@ -360,7 +358,7 @@ class Loop:
         alone = time_steps(
             self.train_phases, clock, policy, per_step_wall=self.device.type != "cuda"
         )
-        restarts, self._restarts_kept = feed.restarts - self._restarts_kept, feed.restarts
+        restarts, self._restarts_kept = feed.passes - self._restarts_kept, feed.passes
         return Loading(
             first_batch_s=feed.first_batch_s or 0.0,
             wait_s=statistics.fmean(wait),
