@@ -231,14 +231,15 @@ def models(pytester: pytest.Pytester) -> pytest.Pytester:
 @pytest.fixture
 def tiny(models: pytest.Pytester, dynamo: None) -> pytest.Pytester:
     """A project with tiny models, measured in-process (see tests/conftest.py's ``project``):
-    one sample a benchmark (two to save) and a stated peak, as what these tests check is what
-    compiling did, not the figures."""
+    one sample a benchmark (two to save: the quick effort's; ``cnnperf_samples = 1`` would save
+    the 99 a one-sample look needs against them) and a stated peak, as what these tests check
+    is what compiling did, not the figures."""
     pytester = models
     pytester.makeini(
         """
         [pytest]
         cnnperf_inprocess = true
-        cnnperf_samples = 1
+        cnnperf_effort = quick
         cnnperf_min_time = 0.05
         cnnperf_attribution = off
         cnnperf_calibration = false

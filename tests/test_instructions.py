@@ -365,9 +365,12 @@ def test_a_save_keeps_the_counts_taken_under_valgrind_with_the_baseline(
     """One real run: a tiny net saved under --cnnperf-metric=instructions in a fresh pytest
     process, which starts the counting process once: its baseline keeps two counted steps,
     phase by phase, within 2% of each other (a tiny step: see below), the operators, and what
-    counted them: this Valgrind and its kernels (without FMA before Valgrind 3.23)."""
+    counted them: this Valgrind and its kernels (without FMA before Valgrind 3.23). The timed
+    samples saved beside the counts are the quick effort's two (the counting process is stopped
+    while they are timed, so each adds its time to the run's); the counted steps are as many
+    at any effort."""
     pytester.makepyfile(test_tiny=COUNTED)
-    pytester.makeini("[pytest]\ncnnperf_samples = 3\ncnnperf_min_time = 0.1\n")
+    pytester.makeini("[pytest]\ncnnperf_min_time = 0.1\ncnnperf_effort = quick\n")
     run = pytester.runpytest_subprocess(
         "--cnnperf", "--cnnperf-save", "--cnnperf-metric=instructions", "-p", "no:randomly"
     )
@@ -517,7 +520,8 @@ def test_a_counting_process_that_cannot_count_fails_its_benchmark_and_saves_noth
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
     pytester.makepyfile(test_tiny=COUNTED)
-    pytester.makeini("[pytest]\ncnnperf_samples = 3\ncnnperf_min_time = 0.05\n")
+    # the quick effort's two timed samples to save (cnnperf_samples would set the save's count)
+    pytester.makeini("[pytest]\ncnnperf_min_time = 0.05\n")
     counted = pytester.runpytest(
         "--cnnperf",
         "--cnnperf-save",
