@@ -75,7 +75,7 @@ def match(old: Sequence[Result], new: Sequence[Result]) -> Matching:
 
 
 def baselines_of(
-    results: Sequence[Result], folders: Iterable[Path] = (Path(),)
+    results: Sequence[Result], folders: Iterable[Path]
 ) -> dict[tuple[str, str], Result]:
     """The baseline each result was gated against, by ``(test_id, key)``, read from the
     baseline file its decision names (relative to the first of ``folders`` that has it); files

@@ -33,10 +33,9 @@ def properties(result: Result) -> list[tuple[str, str]]:
             ("step_time_s", _number(m.step_time_s)),
             ("samples", str(len(m.samples))),
         ]
-        base = table.baseline_rate(result)
-        if base is not None and d is not None and d.throughput is not None:
+        if d is not None and d.throughput is not None:
             props += [
-                ("baseline_throughput", f"{_number(base)} {m.unit}/s"),
+                ("baseline_throughput", f"{_number(d.throughput.baseline)} {m.unit}/s"),
                 ("throughput_change", table.gain(d.throughput)),
             ]
         if m.peak_allocated_bytes is not None:
