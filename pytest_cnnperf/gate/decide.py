@@ -95,10 +95,6 @@ def combine(*verdicts: Verdict) -> Verdict:
     return Verdict.OK
 
 
-#: a sample's steps spreading wider than this (IQR / median) mean something else was running:
-#: torch.utils.benchmark calls it "significant environmental influence"
-
-
 def _compile_times(
     measurement: Measurement, baseline: Measurement | None
 ) -> tuple[str | None, float | None, float | None]:
@@ -198,20 +194,26 @@ def decide(
         measurement, baseline[0] if baseline else None, settings, environment.device
     )
     compile_failed = compiled is not None and compiled.verdict is Verdict.REGRESSED
+
+    def new(reasons: Sequence[Reason], timed: Comparison | None = None) -> Decision:
+        """Nothing to compare with: new, failing in strict mode (or on a compile regression)."""
+        return Decision(
+            verdict=Verdict.NEW,
+            throughput=timed,
+            failed=settings.strict or compile_failed,
+            baseline_file=baseline_file,
+            reasons=tuple(reasons),
+            compile=compiled,
+            against=against,
+        )
+
     if baseline is None:
         busy = disturbed(measurement)  # its figures are the machine's as much as the code's
         count, total = sum(busy), len(busy)
         noted = (
             [Disturbed(count, total, Disturbance.NOTED)] if count and mostly(count, total) else []
         )
-        return Decision(
-            verdict=Verdict.NEW,
-            failed=settings.strict or compile_failed,
-            baseline_file=baseline_file,
-            reasons=(absent or NoBaseline(environment.machine), *noted, *compile_reasons),
-            compile=compiled,
-            against=against,
-        )
+        return new([absent or NoBaseline(environment.machine), *noted, *compile_reasons])
     before, then = baseline
     # counts gated against another kind of machine's, counted the same way (gate.counts)
     elsewhere = settings.metric == "instructions" and then.machine != environment.machine
@@ -236,35 +238,18 @@ def decide(
     speed = throughput.verdict
     counts = None
     if settings.metric == "instructions":  # the counts gate throughput; the time is reported
-        if before.instructions is None or measurement.instructions is None:
-            return Decision(
-                verdict=Verdict.NEW,
-                throughput=throughput.comparison,
-                failed=settings.strict,
-                reasons=(NoCounts(), *reasons),
-                baseline_file=baseline_file,
-                against=against,
-            )
-        otherwise = identity_changes(
-            (environment, measurement.instructions), (then, before.instructions)
-        )
+        was, now = before.instructions, measurement.instructions
+        if was is None or now is None:
+            return new([NoCounts(), *reasons], throughput.comparison)
+        otherwise = identity_changes((environment, now), (then, was))
         if otherwise:
-            return Decision(
-                verdict=Verdict.NEW,
-                throughput=throughput.comparison,
-                failed=settings.strict,
-                reasons=(CountedOtherwise(otherwise), *reasons),
-                baseline_file=baseline_file,
-                against=against,
-            )
-        counts = compare_instructions(
-            before.instructions, measurement.instructions, settings.instructions_threshold
-        )
+            return new([CountedOtherwise(otherwise), *reasons], throughput.comparison)
+        counts = compare_instructions(was, now, settings.instructions_threshold)
         speed = counts.verdict
         if speed is Verdict.OK and abs(counts.change) > INSTRUCTIONS_SPREAD:
             reasons.append(CountsMoved(counts.change, INSTRUCTIONS_SPREAD))
         if speed in CHANGES:
-            changed = operator_counts(before.instructions, measurement.instructions)
+            changed = operator_counts(was, now)
             if changed:
                 reasons.append(OperatorCountsChanged(changed))
     if elsewhere:  # the counts decide; that machine's memory is not this one's

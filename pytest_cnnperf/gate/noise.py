@@ -43,8 +43,6 @@ DEFAULTS = {
 FLOOR = 0.002
 #: the variance of a median of n samples is this times the samples' variance over n (normal)
 MEDIAN_VARIANCE = math.pi / 2
-#: the 90% bounds of the calibration's ratio (``gate.throughput.machine_drift``) as standard errors
-DRIFT_Z = NormalDist().inv_cdf(0.95)
 
 
 def benchmark_name(module: str, test: str, key: str) -> str:
@@ -83,25 +81,21 @@ def summarise(run: Run, instance: str, started: str | None = None) -> NoiseRun:
     """What a profile keeps of a run: its level and spreads, with and without the calibration
     (where every sample timed one), and the instance it ran on."""
     steps = np.log(np.asarray(run.steps, dtype=float))
+    found = NoiseRun(
+        instance, len(steps), float(np.median(steps)), spread(run.steps), started=started
+    )
     calibrations = [c for c in run.calibrations if c]
-    timed = len(calibrations) == len(run.steps) and len(calibrations) >= 2
-    if not timed:
-        return NoiseRun(
-            instance, len(steps), float(np.median(steps)), spread(run.steps), started=started
-        )
+    if len(calibrations) != len(run.steps) or len(calibrations) < 2:
+        return found
     logs = np.log(np.asarray(calibrations, dtype=float))
-    return NoiseRun(
-        instance=instance,
-        samples=len(steps),
-        level=float(np.median(steps)),
-        spread=spread(run.steps),
+    return dataclasses.replace(
+        found,
         calibration_level=float(np.median(logs)),
         calibration_spread=spread(calibrations),
         # the two move together within a run too (the machine's spells reach both): the noise
         # of the difference is less than the two noises added, and is what a level less the
         # calibration's carries
         residual_spread=spread(np.exp(steps - logs).tolist()),
-        started=started,
     )
 
 
@@ -369,10 +363,8 @@ def across_instances(profile: NoiseProfile, kind: Instances) -> NoiseProfile:
 def for_unseen(profile: NoiseProfile, within: float, residual: float | None) -> NoiseProfile:
     """The kind's widest ``profile`` for a benchmark whose samples spread by ``within`` (and,
     over their calibrations, by ``residual``): each benchmark's term it was fitted from, widened
-    where this one's samples spread more than that benchmark's did, the widest of them. A
-    noisier benchmark drifts more: left out of its recording, ResNet-18 (samples spread by 10
-    to 13%) moved 1.4 to 1.6 times as much between runs as the widest of the small conv nets
-    beside it (8 to 9%)."""
+    where this one's samples spread more than that benchmark's did (a noisier benchmark drifts
+    more: the manual's "How the gate decides"), the widest of them."""
     if profile.source != WIDEST or not profile.seen:
         return profile
 

@@ -79,18 +79,40 @@ def compare_throughput(
         look.alpha,
         look.beta,
     )
-    allowed = -math.log(1 - threshold) if threshold < 1 else math.inf
-    if shift.p_slower <= look.alpha and bounds.low > 0 and bounds.shift > allowed:
+    slower = shift.p_slower <= look.alpha and bounds.low > 0 and bounds.shift > _shift(threshold)
+    found = _comparison(
+        (baseline, current), items, threshold, bounds, slower, shift.p_faster <= look.alpha
+    )
+    between = runs.total or None
+    return dataclasses.replace(
+        found, p_value=shift.p_slower, machine_factor=machine_factor, look=look, between=between
+    )
+
+
+def _comparison(
+    sides: tuple[Sequence[float], Sequence[float]],
+    items: tuple[int, int],
+    threshold: float,
+    bounds: noise.Bounds,
+    regressed: bool,
+    faster: bool = True,
+) -> Comparison:
+    """The throughput comparison of the step times ``sides`` whose log shift ``bounds`` hold:
+    ``regressed`` as the caller's test says; improved where the rank test says ``faster`` and
+    the gain is past the threshold at the false-alarm level; ok where the upper bound is within
+    the threshold."""
+    if regressed:
         verdict = Verdict.REGRESSED
-    elif shift.p_faster <= look.alpha and bounds.high_alpha < -math.log(1 + threshold):
+    elif faster and bounds.high_alpha < -math.log(1 + threshold):
         # the gain beyond the threshold with every term at the false-alarm level: a false
         # improved is as wrong as a false ok (a baseline recorded in a slow spell, a
         # benchmark whose runs come at two speeds)
         verdict = Verdict.IMPROVED
-    elif bounds.high <= allowed:
+    elif bounds.high <= _shift(threshold):
         verdict = Verdict.OK
     else:
         verdict = Verdict.INCONCLUSIVE
+    baseline, current = sides
     base_rate, rate = items[0] / stats.median(baseline), items[1] / stats.median(current)
     return Comparison(
         metric="throughput",
@@ -99,15 +121,11 @@ def compare_throughput(
         change=_loss(bounds.shift),
         threshold=threshold,
         verdict=verdict,
-        p_value=shift.p_slower,
         low=_loss(bounds.low) if math.isfinite(bounds.low) else None,  # None: not bounded
         high=_loss(bounds.high),
         baseline_samples=len(baseline),
         current_samples=len(current),
-        machine_factor=machine_factor,
         raw_change=1 - rate / base_rate,
-        look=look,
-        between=runs.total or None,
     )
 
 
@@ -146,33 +164,14 @@ def compare_runs(
     between = noise.term(profile, calibrated=False)
     runs = noise.RunNoise(between, math.hypot(between, math.sqrt(sampled)))
     bounds = noise.widen(shift, (shift, shift, shift), runs, alpha, beta)
-    low, high, high_alpha = bounds.low, bounds.high, bounds.high_alpha
-    allowed = -math.log(1 - threshold) if threshold < 1 else math.inf
-    if low > allowed:
-        verdict = Verdict.REGRESSED
-    elif high_alpha < -math.log(1 + threshold):
-        verdict = Verdict.IMPROVED
-    elif high <= allowed:
-        verdict = Verdict.OK
-    else:
-        verdict = Verdict.INCONCLUSIVE
-    base_rate, rate = items[0] / stats.median(baseline), items[1] / stats.median(current)
-    return Comparison(
-        metric="throughput",
-        baseline=base_rate,
-        current=rate,
-        change=_loss(shift),
-        threshold=threshold,
-        verdict=verdict,
-        low=_loss(low),
-        high=_loss(high),
-        baseline_samples=len(baseline),
-        current_samples=len(current),
-        raw_change=1 - rate / base_rate,
-        between=runs.total,
+    found = _comparison(
+        (baseline, current), items, threshold, bounds, bounds.low > _shift(threshold)
     )
+    return dataclasses.replace(found, between=runs.total)
 
 
+#: a sample's steps spreading wider than this (IQR / median) mean something else was running:
+#: torch.utils.benchmark calls it "significant environmental influence"
 ERRATIC_SPREAD = 0.25
 #: a sample whose calibration took this many times the run's median was disturbed too
 SLOW_CALIBRATION = 1.5
@@ -259,8 +258,7 @@ def calibration_change(
     return CalibrationChanged(before, now) if before != now else None
 
 
-#: the confidence of the calibration's bounds on the machine's drift (two-sided), whose width
-#: gives its estimate's error (``drift_variance``)
+#: the confidence of the calibration's bounds on the machine's drift (two-sided)
 DRIFT_CONFIDENCE = 0.90
 
 
@@ -301,13 +299,6 @@ def calibration_noise(drift: MachineDrift | None) -> float | None:
     if drift is None or drift.low is None or drift.high is None:
         return None
     return (math.log(drift.high) - math.log(drift.low)) / 2
-
-
-def drift_variance(drift: MachineDrift) -> float:
-    """The variance (log units squared) of the calibration's estimate of the machine's drift,
-    from its bounds; infinite where too few samples bound it."""
-    half = calibration_noise(drift)
-    return math.inf if half is None else (half / noise.DRIFT_Z) ** 2
 
 
 def per_sample(
