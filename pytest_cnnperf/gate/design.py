@@ -61,23 +61,23 @@ class Design:
         count = len(self.looks)
         return Look(number=index + 1, of=count, alpha=self.alpha / count, beta=self.beta / count)
 
-    def reachable(self, reference: int) -> Design:
-        """This design against a reference of ``reference`` samples: without the first looks
-        that could not reach their share of ``alpha`` (dropping a look raises the others'
-        shares, so it is asked again). The last look stays, whatever it can reach."""
+    def reachable(self, reference: int | None = None) -> Design:
+        """This design against a reference of ``reference`` samples (``None``: as many as each
+        look's, two sides sampled alike): without the first looks that could not reach their
+        share of ``alpha`` (dropping a look raises the others' shares, so it is asked again).
+        The last look stays, whatever it can reach."""
         looks = self.looks
-        while len(looks) > 1 and smallest_p(looks[0], reference) > self.alpha / len(looks):
+        while len(looks) > 1:
+            against = looks[0] if reference is None else reference
+            if smallest_p(looks[0], against) <= self.alpha / len(looks):
+                break
             looks = looks[1:]
         return Design(looks, self.alpha, self.beta)
 
     def paired(self) -> Design:
-        """This design for two sides sampled alike, as many samples of each at every look (a
-        revision gated against another in the same run): without the first looks whose counts
-        cannot reach their share of ``alpha`` against themselves."""
-        looks = self.looks
-        while len(looks) > 1 and smallest_p(looks[0], looks[0]) > self.alpha / len(looks):
-            looks = looks[1:]
-        return Design(looks, self.alpha, self.beta)
+        """This design for a revision gated against another in the same run, as many samples
+        of each side at every look."""
+        return self.reachable()
 
     def smallest_reference(self) -> int:
         """The fewest reference samples against which every look can reach its share of

@@ -87,10 +87,6 @@ class Reference:
     noise: NoiseProfile | None = None
 
 
-def _profiles(attribution_mode: str) -> bool:
-    return attribution_mode != "off"
-
-
 class Gating:
     """A benchmark gated against its reference, look by look.
 
@@ -112,7 +108,7 @@ class Gating:
         self.settings = settings
         self.design = design
         self._find = find
-        self._profiled = profiled and _profiles(settings.attribution)
+        self._profiled = profiled and settings.attribution != "off"
         self._reference: Reference | None = None
         self._index = 0
         #: once the throughput verdict is final: it, the look that made it, and the decision
@@ -175,8 +171,10 @@ class Gating:
                 decision.throughput.threshold
             )
             profile = self._profile_wanted(measurement, leaning or memory > 0)
-            step = Next(count, memory=min(count, memory), profile=min(count, profile))
-            return decision, dataclasses.replace(step, paired=self.paired)
+            step = Next(
+                count, memory=min(count, memory), profile=min(count, profile), paired=self.paired
+            )
+            return decision, step
         self._final = (throughput, look, decision)
         memory = self._memory_wanted(decision, measurement)
         profile = self._profile_wanted(measurement, decision.verdict in CHANGES or memory > 0)
@@ -316,7 +314,7 @@ class Saving:
         # a save count the effort fixed (quick) is taken as it is
         self.most = self.least if sampling.save else 2 * self.least
         self.step = design.looks[0]
-        self._profiled = profiled and _profiles(settings.attribution)
+        self._profiled = profiled and settings.attribution != "off"
 
     def first(self) -> Next:
         count = self.least
