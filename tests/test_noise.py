@@ -36,12 +36,22 @@ def runs_of(levels: Sequence[float], spread: float, seed: int) -> list[noise.Run
     return runs
 
 
+def fit(benchmarks: Sequence[Sequence[noise.Run]]) -> NoiseProfile:
+    """The widest profile of runs recorded on one instance, by benchmark (what a benchmark the
+    profile never saw is given)."""
+    fitted = [
+        noise.fit_runs([noise.summarise(r, "") for r in series], recorded="now", command="test")
+        for series in benchmarks
+    ]
+    return noise.widest(fitted, recorded="now", command="test")
+
+
 def test_the_between_run_spread_is_what_the_samples_do_not_explain() -> None:
     """Runs whose levels move by 8% while their samples spread by 2%: the profile's between-run
     spread is the 8%, after dividing by a calibration that follows the runs almost nothing; and
     that division is what lowers a verdict's variance."""
     levels = np.random.default_rng(0).normal(0, 0.08, 40)
-    profile = noise.fit([runs_of(levels, 0.02, seed=1)], recorded="now", command="test")
+    profile = fit([runs_of(levels, 0.02, seed=1)])
     assert profile.between == pytest.approx(0.08, rel=0.25)
     assert profile.within == pytest.approx(0.02, rel=0.25)
     assert profile.between_calibrated is not None
@@ -49,14 +59,14 @@ def test_the_between_run_spread_is_what_the_samples_do_not_explain() -> None:
     assert profile.drift_covered == pytest.approx(np.ptp(levels), rel=0.2)
     assert noise.calibrates(profile, 12, 6)
     # runs that do not move: the samples explain all, the floor stands, no calibration helps
-    steady = noise.fit([runs_of([0.0] * 40, 0.02, seed=2)], recorded="now", command="test")
+    steady = fit([runs_of([0.0] * 40, 0.02, seed=2)])
     assert steady.between == noise.FLOOR
     assert not noise.calibrates(steady, 12, 6)
 
 
 def test_too_few_runs_cannot_make_a_profile() -> None:
     with pytest.raises(ValueError, match="at least 3 runs of each benchmark"):
-        noise.fit([runs_of([0.0, 0.1], 0.02, seed=1)], recorded="now", command="test")
+        fit([runs_of([0.0, 0.1], 0.02, seed=1)])
 
 
 def fake_runs(levels: Sequence[float]) -> Callable[[Sequence[str], Path], tuple[Result, ...]]:

@@ -24,7 +24,6 @@ from ..model import (
     CudaGraphsSkipped,
     Decision,
     Disturbance,
-    Disturbed,
     Environment,
     Look,
     Measurement,
@@ -47,7 +46,7 @@ from . import stats, structure
 from .attribute import attribute
 from .counts import INSTRUCTIONS_SPREAD, compare_instructions, identity_changes, operator_counts
 from .policy import GateSettings
-from .throughput import CHANGES, Throughput, disturbed, measured, mostly, throughput_at
+from .throughput import CHANGES, Throughput, measured, noted, throughput_at
 
 #: memory barely varies, so one sample that agrees with the baseline settles it; a change must
 #: show in this many samples, every one past every baseline sample
@@ -207,13 +206,9 @@ def decide(
             against=against,
         )
 
-    if baseline is None:
-        busy = disturbed(measurement)  # its figures are the machine's as much as the code's
-        count, total = sum(busy), len(busy)
-        noted = (
-            [Disturbed(count, total, Disturbance.NOTED)] if count and mostly(count, total) else []
-        )
-        return new([absent or NoBaseline(environment.machine), *noted, *compile_reasons])
+    if baseline is None:  # a disturbed run's figures are the machine's as much as the code's
+        busy = noted(measurement, Disturbance.NOTED)
+        return new([absent or NoBaseline(environment.machine), *busy, *compile_reasons])
     before, then = baseline
     # counts gated against another kind of machine's, counted the same way (gate.counts)
     elsewhere = settings.metric == "instructions" and then.machine != environment.machine

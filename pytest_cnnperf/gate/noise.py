@@ -385,16 +385,6 @@ def for_unseen(profile: NoiseProfile, within: float, residual: float | None) -> 
     )
 
 
-def fit(benchmarks: Sequence[Sequence[Run]], *, recorded: str, command: str) -> NoiseProfile:
-    """The widest profile of runs recorded on one instance, by benchmark (what a benchmark the
-    profile never saw is given; ``scripts/gate-simulation`` fits its recordings with it)."""
-    fitted = [
-        fit_runs([summarise(r, "") for r in series], recorded=recorded, command=command)
-        for series in benchmarks
-    ]
-    return widest(fitted, recorded=recorded, command=command)
-
-
 #: the one-sided confidence at which a spread estimated from a profile's runs is allowed for:
 #: a profile of few runs may have seen the machine in a quiet week
 CONFIDENCE = 0.80

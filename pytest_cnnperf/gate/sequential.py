@@ -27,14 +27,12 @@ from ..model import (
     Against,
     Decision,
     Disturbance,
-    Disturbed,
     ImpreciseBaseline,
     Look,
     Measurement,
     NoBaseline,
     NoiseProfile,
     NotAtRevision,
-    Reason,
     Result,
     Verdict,
 )
@@ -42,7 +40,7 @@ from . import creep
 from .decide import MEMORY_CONFIRMATIONS, attribution, decide, judge_compile
 from .design import Design, median_bounds
 from .policy import FIRST_LOOK, GateSettings, Plan, SamplingPolicy
-from .throughput import CHANGES, Throughput, disturbed, judge_pairs, mostly, throughput_at
+from .throughput import CHANGES, Throughput, judge_pairs, noted, throughput_at
 
 #: samples that profile a benchmark's operators: a baseline's first ones, and a gated run's
 #: once a change shows (three processes: the profiles' noise includes theirs)
@@ -167,14 +165,11 @@ class Gating:
             self._index += 1
             count = self.design.looks[self._index] - taken
             memory = self._memory_wanted(decision, measurement)
-            leaning = decision.throughput is not None and abs(decision.throughput.change) > (
-                decision.throughput.threshold
-            )
+            timed = decision.throughput
+            leaning = timed is not None and abs(timed.change) > timed.threshold
             profile = self._profile_wanted(measurement, leaning or memory > 0)
-            step = Next(
-                count, memory=min(count, memory), profile=min(count, profile), paired=self.paired
-            )
-            return decision, step
+            memory, profile = min(count, memory), min(count, profile)
+            return decision, Next(count, memory=memory, profile=profile, paired=self.paired)
         self._final = (throughput, look, decision)
         memory = self._memory_wanted(decision, measurement)
         profile = self._profile_wanted(measurement, decision.verdict in CHANGES or memory > 0)
@@ -344,16 +339,10 @@ class Saving:
             measurement, None, self.settings, result.environment.device
         )
         failed = compiled is not None and compiled.verdict is Verdict.REGRESSED
-        busy = disturbed(measurement)
-        count, total = sum(busy), len(busy)
-        reasons: tuple[Reason, ...] = ()
-        if mostly(count, total):
-            reasons += (Disturbed(count, total, Disturbance.RECORDED),)
-        if imprecise:
-            reasons += (imprecise,)
+        busy = noted(measurement, Disturbance.RECORDED)
         return Decision(
             verdict=Verdict.NEW if failed else Verdict.SAVED,
-            reasons=reasons + compile_reasons,
+            reasons=(*busy, *([imprecise] if imprecise else []), *compile_reasons),
             failed=failed,
             compile=compiled,
         )

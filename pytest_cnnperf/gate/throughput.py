@@ -219,6 +219,13 @@ def mostly(count: int, total: int) -> bool:
     return count * 3 >= total
 
 
+def noted(measurement: Measurement, effect: Disturbance) -> tuple[Disturbed, ...]:
+    """The reason that says a third or more of the samples were disturbed, where they were."""
+    flags = disturbed(measurement)
+    count, total = sum(flags), len(flags)
+    return (Disturbed(count, total, effect),) if count and mostly(count, total) else ()
+
+
 def compare_measured(
     before: Measurement, after: Measurement, settings: GateSettings, profile: NoiseProfile
 ) -> tuple[Comparison, Disturbed | None, str]:
