@@ -220,8 +220,7 @@ def spreads(runs: Sequence[NoiseRun]) -> tuple[Spread, Spread | None]:
     instances = [r.instance for r in usable]
     own = [MEDIAN_VARIANCE * r.spread**2 / r.samples for r in usable]
     measured = between_runs([r.level for r in usable], own, instances)
-    timed = [r for r in usable if r.calibration_level is not None and r.residual_spread is not None]
-    if len(timed) != len(usable):
+    if any(r.calibration_level is None or r.residual_spread is None for r in usable):
         return measured, None
     residuals = [r.level - (r.calibration_level or 0.0) for r in usable]
     own_residual = [MEDIAN_VARIANCE * (r.residual_spread or 0.0) ** 2 / r.samples for r in usable]

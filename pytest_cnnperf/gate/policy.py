@@ -204,10 +204,6 @@ class Plan:
     #: ``None``: the creep gate does not judge this run
     creep: CreepPlan | None
 
-    @property
-    def timing(self) -> TimingPolicy:
-        return self.sample.timing
-
 
 def plan(values: Settings, configuration: Configuration, device_type: str) -> Plan:
     """The plan of a test whose settings (with its marker's) are ``values``."""

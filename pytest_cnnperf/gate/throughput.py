@@ -152,18 +152,14 @@ def compare_runs(
     part of the bounds comes from their spread (the larger of theirs and the ``profile``'s),
     and the profile's between-run spread is added. Regressed: the loss's lower bound past the
     threshold; ok: its upper bound under it."""
-    alpha, beta, threshold = (
-        settings.policy.alpha,
-        settings.policy.beta,
-        settings.throughput_threshold,
-    )
-    shift = math.log(stats.compare(baseline, current, alpha, beta).ratio)
+    policy, threshold = settings.policy, settings.throughput_threshold
+    shift = math.log(stats.compare(baseline, current, policy.alpha, policy.beta).ratio)
     spreads = [noise.spread(side) for side in (baseline, current) if len(side) > 2]
     within = max([profile.within, *spreads])
     sampled = noise.MEDIAN_VARIANCE * within**2 * (1 / len(baseline) + 1 / len(current))
     between = noise.term(profile, calibrated=False)
     runs = noise.RunNoise(between, math.hypot(between, math.sqrt(sampled)))
-    bounds = noise.widen(shift, (shift, shift, shift), runs, alpha, beta)
+    bounds = noise.widen(shift, (shift, shift, shift), runs, policy.alpha, policy.beta)
     found = _comparison(
         (baseline, current), items, threshold, bounds, bounds.low > _shift(threshold)
     )
@@ -277,7 +273,7 @@ def machine_drift(
     where either side has none, or they timed different calibration units."""
     if not baseline.calibrations or not measurement.calibrations:
         return None
-    if calibration_change(measurement, baseline, device) is not None:
+    if calibration_change(measurement, baseline, device):
         return None
     tail = (1 - DRIFT_CONFIDENCE) / 2
     shift = stats.compare(baseline.calibrations, measurement.calibrations, tail, tail)
@@ -317,8 +313,7 @@ def per_sample(
 ) -> tuple[list[float], list[float]]:
     """Both sides' step times, each divided by its own sample's calibration time (to ``power``),
     on the scale of the baseline's: a sample's calibration and steps share the machine's speed
-    of that moment, which one ratio for the whole run cannot follow (within a run they moved
-    together by a correlation of about 0.5 on the project's machines). A sample something else
+    of that moment, which one ratio for the whole run cannot follow. A sample something else
     disturbed (``flags``), or one without a calibration, is divided by the run's undisturbed
     drift (``drift``) instead: its calibration measured the disturbance."""
     steady_base = steady(baseline)
