@@ -234,19 +234,27 @@ def compare_measured(
     old, new = (steady(m, side).step_times for m, side in zip((before, after), flags, strict=True))
     found = compare_runs(old, new, settings, profile, items=items)
     busy = [side for side in flags if any(side)]
-    if not busy:
-        return found, None, ""
-    runs = " and ".join(n for n, side in zip(("OLD", "NEW"), flags, strict=True) if any(side))
     count, total = sum(map(sum, busy)), sum(map(len, busy))
-    if all(not all(side) for side in flags):
-        if found.verdict is Verdict.REGRESSED:
-            return found, Disturbed(count, total, Disturbance.QUIET_REGRESSED), runs
-        if mostly(count, total):
-            return found, Disturbed(count, total, Disturbance.NOTED), runs
-        return found, None, ""
-    effect = Disturbance.NOT_OK if found.verdict is Verdict.OK else Disturbance.NO_VERDICT
-    undecided = dataclasses.replace(found, verdict=Verdict.INCONCLUSIVE)
-    return undecided, Disturbed(count, total, effect), runs
+    stands = all(not all(side) for side in flags)  # each run's quiet samples decided
+    verdict, reason = _disturbance(found.verdict, count, total, stands)
+    runs = " and ".join(n for n, side in zip(("OLD", "NEW"), flags, strict=True) if any(side))
+    return dataclasses.replace(found, verdict=verdict), reason, runs if reason else ""
+
+
+def _disturbance(
+    verdict: Verdict, count: int, total: int, stands: bool
+) -> tuple[Verdict, Disturbed | None]:
+    """``verdict`` with ``count`` of ``total`` samples disturbed, and the reason that says so:
+    where the quiet samples give it too (``stands``), a regression they show, or a note where a
+    third or more were disturbed; else no verdict."""
+    if not count:
+        return verdict, None
+    if not stands:
+        effect = Disturbance.NOT_OK if verdict is Verdict.OK else Disturbance.NO_VERDICT
+        return Verdict.INCONCLUSIVE, Disturbed(count, total, effect)
+    if verdict is Verdict.REGRESSED:
+        return verdict, Disturbed(count, total, Disturbance.QUIET_REGRESSED)
+    return verdict, Disturbed(count, total, Disturbance.NOTED) if mostly(count, total) else None
 
 
 def calibration_change(
@@ -265,15 +273,11 @@ def calibration_change(
 DRIFT_CONFIDENCE = 0.90
 
 
-def machine_drift(
-    measurement: Measurement, baseline: Measurement, device: str
-) -> MachineDrift | None:
+def machine_drift(measurement: Measurement, baseline: Measurement) -> MachineDrift | None:
     """How much slower the machine runs than when the baseline was recorded, as the calibration
     workload's times now and then say it (the Hodges-Lehmann ratio and its bounds); ``None``
-    where either side has none, or they timed different calibration units."""
+    where either side has none."""
     if not baseline.calibrations or not measurement.calibrations:
-        return None
-    if calibration_change(measurement, baseline, device):
         return None
     tail = (1 - DRIFT_CONFIDENCE) / 2
     shift = stats.compare(baseline.calibrations, measurement.calibrations, tail, tail)
@@ -357,7 +361,9 @@ def judge_throughput(
     flags = disturbed(measurement)
     # the machine's speed from the samples nothing else disturbed, on both sides: a disturbed
     # sample's calibration measured the disturbance, not the machine's steady speed
-    drift = machine_drift(steady(measurement, flags), quiet_base, device)
+    changed = calibration_change(measurement, baseline, device)
+    # not where the two sides timed different calibration units
+    drift = None if changed else machine_drift(steady(measurement, flags), quiet_base)
     sizes = len(baseline.samples), len(measurement.samples)
     calibrate = (
         drift is not None
@@ -404,7 +410,6 @@ def judge_throughput(
         reasons.append(dataclasses.replace(drift, allowed=calibrate))
     if software_changed and drift is not None:
         reasons.append(SoftwareChanged())
-    changed = calibration_change(measurement, baseline, device)
     if changed is not None:
         reasons.append(changed)
     veto: Reason | None = None
@@ -428,22 +433,12 @@ def judge_throughput(
             reasons = [r for r in reasons if not isinstance(r, MachineDrift)]
         reasons.append(veto)
     quiet = [i for i, flag in enumerate(flags) if not flag]
-    count, total = sum(flags), len(flags)
-    if verdict in (Verdict.REGRESSED, Verdict.OK) and count:
-        # disturbed samples were slowed by the machine: only the quiet ones can show the
-        # code's speed, a regression or its absence
-        regressed = verdict is Verdict.REGRESSED
-        if quiet and compared(quiet).verdict is verdict:
-            if regressed:
-                reasons.append(Disturbed(count, total, Disturbance.QUIET_REGRESSED))
-            elif mostly(count, total):
-                reasons.append(Disturbed(count, total, Disturbance.NOTED))
-        else:
-            effect = Disturbance.NO_VERDICT if regressed else Disturbance.NOT_OK
-            reasons.append(Disturbed(count, total, effect))
-            verdict = Verdict.INCONCLUSIVE
-    elif mostly(count, total):
-        reasons.append(Disturbed(count, total, Disturbance.NOTED))
+    # disturbed samples were slowed by the machine: only the quiet ones can show the code's
+    # speed, a regression or its absence
+    checked = verdict in (Verdict.REGRESSED, Verdict.OK) and any(flags)
+    stands = not checked or (bool(quiet) and compared(quiet).verdict is verdict)
+    verdict, busy = _disturbance(verdict, sum(flags), len(flags), stands)
+    reasons += [busy] if busy else []
     problems = measurement.health_problems
     if problems:
         reasons.append(UntrustworthyGpu(problems))
