@@ -69,7 +69,7 @@ def attribute(
         )
     explained = None
     if abs(step_change) > floor:
-        changes = [_with_share(c, _beyond(c, alike) / step_change) for c in changes]
+        changes = [dataclasses.replace(c, share=_beyond(c, alike) / step_change) for c in changes]
         changes = [c for c in changes if c.share is not None and c.share >= LEAST_PART]
         explained = sum(_beyond(c, alike) for c in changes) / step_change if changes else 0.0
     # (a step that did not change: the operators that moved either way, which cancel out)
@@ -111,10 +111,6 @@ def _called_alike(old: OperatorTime | None, new: OperatorTime | None) -> bool:
 def _beyond(change: OperatorChange, alike: float) -> float:
     """An operator's change beyond the operators' common change."""
     return (change.after_s or 0.0) - alike * (change.before_s or 0.0)
-
-
-def _with_share(change: OperatorChange, share: float) -> OperatorChange:
-    return dataclasses.replace(change, share=share)
 
 
 def _alike(before: Profile, after: Profile) -> float:
