@@ -58,6 +58,14 @@ def compared(results: Sequence[Result]) -> list[str]:
     ]
 
 
+def fails_at(comparison: Comparison) -> str:
+    """Where a comparison fails: ``fails below -10%`` (throughput), ``fails above +5%`` (what
+    grows: memory, instructions)."""
+    if comparison.metric == "throughput":
+        return f"fails below -{units.percent(comparison.threshold)}"
+    return f"fails above +{units.percent(comparison.threshold)}"
+
+
 def comparison_lines(
     comparison: Comparison, unit: str, where: str = "in the baseline", gated: bool = True
 ) -> list[str]:
@@ -81,20 +89,20 @@ def comparison_lines(
             )
         else:
             measured += units.change(-comparison.change)
-        lines = [measured + f" (fails below -{units.percent(comparison.threshold)})"]
+        lines = [f"{measured} ({fails_at(comparison)})"]
         lines += [f"            {line}" for line in comparison.evidence()]
         return lines
     if comparison.metric == "instructions":
         return [
             f"instructions {units.count(round(comparison.current))} a step now, "
             f"{units.count(round(comparison.baseline))} {where}: "
-            f"{units.change(comparison.change)} (fails above "
-            f"+{units.percent(comparison.threshold)}; counted under callgrind: no noise)"
+            f"{units.change(comparison.change)} ({fails_at(comparison)}; counted under "
+            "callgrind: no noise)"
         ]
     return [
         f"memory      {units.nbytes(comparison.current)} now, "
         f"{units.nbytes(comparison.baseline)} {where} at peak: "
-        f"{units.change(comparison.change)} (fails above +{units.percent(comparison.threshold)})"
+        f"{units.change(comparison.change)} ({fails_at(comparison)})"
     ]
 
 

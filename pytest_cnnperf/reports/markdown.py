@@ -96,16 +96,13 @@ def title(results: Sequence[Result]) -> str:
     return f"{ICON[Verdict.OK]} cnnperf: no regression in {plural(n, 'benchmark')}"
 
 
-def _metric(comparison: Comparison, unit: str) -> str:
+def _metric(comparison: Comparison) -> str:
     if comparison.metric == "throughput":
-        return (
-            f"throughput {table.gain(comparison)} "
-            f"(fails below -{units.percent(comparison.threshold)})"
-        )
+        return f"throughput {table.gain(comparison)} ({explain.fails_at(comparison)})"
     return (
         f"peak memory {units.nbytes(comparison.current)} against "
         f"{units.nbytes(comparison.baseline)}, {units.change(comparison.change)} "
-        f"(fails above +{units.percent(comparison.threshold)})"
+        f"({explain.fails_at(comparison)})"
     )
 
 
@@ -119,9 +116,7 @@ def _attention(results: Sequence[Result]) -> list[str]:
         compiled = [str(r) for r in d.reasons if failure_of(r)]
         if d.verdict is Verdict.REGRESSED or compiled:
             what = [
-                _metric(c, result.config.unit)
-                for c in (d.throughput, d.memory)
-                if c and c.verdict is Verdict.REGRESSED
+                _metric(c) for c in (d.throughput, d.memory) if c and c.verdict is Verdict.REGRESSED
             ]
             figures = InputFigures.of(result.measurement)
             if figures is not None and what:
