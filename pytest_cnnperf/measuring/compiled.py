@@ -31,7 +31,7 @@ from types import ModuleType
 from typing import Any
 
 from ..model import Compilation, CompilerStack, CompileSetting, GraphBreak
-from .timing import TimedSteps
+from .timing import Phase, TimedSteps
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,6 @@ class CompileRequest:
     backend: str | Callable[..., Any] = "inductor"
     cache: str | None = None
 
-
-Phase = tuple[str, Callable[[], None]]
 
 #: the environment variable inductor reads its cache folder from, at every compile
 CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"

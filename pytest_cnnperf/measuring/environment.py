@@ -137,17 +137,14 @@ def torchvision_version() -> str | None:
     if module is not None:
         return str(module.__version__)
     spec = importlib.util.find_spec("torchvision")
-    if spec is None or not spec.submodule_search_locations:
+    if spec is None or spec.origin is None:
         return None
-    for folder in spec.submodule_search_locations:
-        try:
-            text = (Path(folder) / "version.py").read_text()
-        except OSError:
-            continue
-        found = re.search(r"^__version__ = ['\"]([^'\"]+)['\"]", text, re.MULTILINE)
-        if found:
-            return found.group(1)
-    return None
+    try:
+        text = Path(spec.origin).with_name("version.py").read_text()
+    except OSError:
+        return None
+    found = re.search(r"^__version__ = ['\"]([^'\"]+)['\"]", text, re.MULTILINE)
+    return found.group(1) if found else None
 
 
 def capture(device: Any, machine: str | None, driver: str | None) -> Environment:

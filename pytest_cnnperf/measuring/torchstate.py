@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-_INDUCTOR_CACHE = "TORCHINDUCTOR_CACHE_DIR"
+from .compiled import CACHE_VARIABLE
 
 #: torch >= 2.9's ``fp32_precision`` flags, by name, parents before children (``"cuda"`` is the
 #: CUDA backend's own flag, which torch exposes as ``torch.backends.cudnn.fp32_precision``)
@@ -143,7 +143,7 @@ class TorchState:
             cpu_rng=torch.get_rng_state(),
             # only read CUDA generators when CUDA is already up: reading them would initialise it
             cuda_rng=tuple(torch.cuda.get_rng_state_all()) if torch.cuda.is_initialized() else None,
-            inductor_cache=os.environ.get(_INDUCTOR_CACHE),
+            inductor_cache=os.environ.get(CACHE_VARIABLE),
         )
 
     def restore(self) -> None:
@@ -171,9 +171,9 @@ class TorchState:
         if self.cuda_rng is not None:
             torch.cuda.set_rng_state_all(list(self.cuda_rng))
         if self.inductor_cache is None:
-            os.environ.pop(_INDUCTOR_CACHE, None)
+            os.environ.pop(CACHE_VARIABLE, None)
         else:
-            os.environ[_INDUCTOR_CACHE] = self.inductor_cache
+            os.environ[CACHE_VARIABLE] = self.inductor_cache
 
 
 def release_cuda_memory(torch: Any, device: Any) -> None:

@@ -326,7 +326,7 @@ def build_train(model: Any, spec: TrainSpec, device: Any, batch: Batch | None = 
         items_per_step=spec.batch_size,
         static_bytes=static_bytes,
         # a captured step refills its gradients in place: they must stay
-        settle=_nothing if spec.cuda_graphs else settle,
+        settle=(lambda: None) if spec.cuda_graphs else settle,
         state_bytes=state_bytes,
         model=model,
         compiled=compiled,
@@ -336,10 +336,6 @@ def build_train(model: Any, spec: TrainSpec, device: Any, batch: Batch | None = 
         countable=spec.compile is None and not spec.cuda_graphs,
         first_steps=first_steps if plain else None,
     )
-
-
-def _nothing() -> None:
-    pass
 
 
 def build_inference(model: Any, spec: InferenceSpec, device: Any) -> Workload:
@@ -369,7 +365,7 @@ def build_inference(model: Any, spec: InferenceSpec, device: Any) -> Workload:
     elif spec.cuda_graphs:
         from .graphed import capture
 
-        phases = [("forward", capture(forward, _nothing, device))]
+        phases = [("forward", capture(forward, lambda: None, device))]
     return Workload(
         phases=phases,
         items_per_step=spec.batch_size,
