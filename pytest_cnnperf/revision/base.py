@@ -6,9 +6,8 @@ A copy of the head's process could not do this: by the time it could be forked, 
 conftest, test modules and project package are imported. The base process is started with the
 same interpreter, the same torch threads and devices, the ``cnnperf_*`` ini values of the head
 (``-o``: the revision's ini file does not set them), its paths mapped into the worktree; it
-answers with a :class:`~protocol.Handshake`, then relays sample requests to its zygote in the
-zygote's own protocol, so that :class:`~sampling.manager.Zygote` in this process drives it as it
-drives the head's own.
+speaks its zygote's protocol (``protocol``), so that :class:`~sampling.manager.Zygote` in this
+process drives it as it drives the head's own.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model import Against
-from ..sampling.manager import WORKDIR_PREFIX, ProcessSampler, Target, Zygote
+from ..sampling.manager import WORKDIR_PREFIX, ProcessSampler, Target, Zygote, tail
 from ..sampling.messages import BenchmarkError, Job, TakenSample
 from .git import Worktree
 from .protocol import ENV, HANDSHAKE, Handshake, Order, order_text
@@ -149,26 +148,18 @@ def _from_command_line(config: Any) -> bool:
     return source is None or getattr(source, "name", "") in ("ARGS", "INVOCATION_DIR")
 
 
+@dataclasses.dataclass(eq=False)
 class BaseSide:
     """The revision's pytest process, its handshake, and the sampler that drives it."""
 
-    def __init__(
-        self,
-        against: Against,
-        worktree: Worktree,
-        option: str,
-        process: subprocess.Popen[bytes] | None,
-        zygote: Zygote | None,
-        log: Path | None,
-    ) -> None:
-        self.against = against
-        self.worktree = worktree
-        self.option = option
-        self._process = process
-        self._zygote = zygote
-        self._log = log
-        self._handshake: Handshake | None = None
-        self._sampler: BaseSampler | None = None
+    against: Against
+    worktree: Worktree
+    option: str
+    _process: subprocess.Popen[bytes] | None
+    _zygote: Zygote | None
+    _log: Path | None
+    _handshake: Handshake | None = None
+    _sampler: BaseSampler | None = None
 
     @classmethod
     def start(
@@ -177,7 +168,7 @@ class BaseSide:
         worktree: Worktree,
         option: str,
         how: Launch | None,
-        threads: int | None = None,
+        threads: int | None,
     ) -> BaseSide:
         """Start the base process (``how`` ``None``: there is nothing to start)."""
         if how is None:
@@ -294,18 +285,11 @@ class BaseSide:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 code = self._process.wait(timeout=EXIT_WAIT_S)
         status = f" (exit status {code})" if code is not None else ""
+        output = tail(self._log, LOG_LINES) if self._log is not None else ""
         return (
             f"{self.option}: the pytest process of {self.against.base} {what}{status}; its "
-            f"output ends:\n{self._tail()}"
+            f"output ends:\n{output}"
         )
-
-    def _tail(self) -> str:
-        if self._log is None:
-            return ""
-        with contextlib.suppress(OSError):
-            lines = self._log.read_text(errors="replace").splitlines()
-            return "\n".join(lines[-LOG_LINES:])
-        return ""
 
     def kill(self) -> None:
         """End the base process and its samples at once (safe in a signal handler)."""

@@ -37,7 +37,7 @@ from ..measuring.instructions import (
     valgrind_version,
 )
 from ..model import Against, Revision
-from ..sampling.manager import Target
+from ..sampling.manager import Sampler, Target
 from ..sampling.messages import ANY_KEY, BenchmarkError, Site, TakenSample
 from .base import BaseProblem, BaseSampler, BaseSide, Launch, launch
 from .git import Worktree
@@ -156,15 +156,12 @@ class _Count:
     future: Future[tuple[TakenSample, str | None]] = field(default_factory=Future)
 
 
-class CountingPool:
-    """This checkout's counting processes, one per core this process may use: each counts the
-    step a test asks for and, while the others count or a test is timed, the first benchmark
-    of a test still to come, so that a session's counts take every core. A count depends on the
-    code alone, so one taken ahead stands for the test's when the test makes the same call
-    (``Site.key`` tells). While a test's own samples are timed, the counting processes are
-    stopped (:meth:`held`), so that no count disturbs a time. Under pytest-xdist each worker counts
-    its own tests in one process, taking none ahead (which tests a worker runs is decided as
-    it goes)."""
+class CountingPool(Sampler):
+    """This checkout's counting processes: each counts the step a test asks for and, while the
+    others count or a test is timed, the first benchmark of a test still to come (a count
+    depends on the code alone: one taken ahead stands for the test's when ``Site.key`` is the
+    same); under pytest-xdist a worker's one process takes none ahead (which tests a worker runs
+    is decided as it goes). They are stopped while a test's samples are timed (:meth:`held`)."""
 
     def __init__(
         self,
@@ -185,9 +182,6 @@ class CountingPool:
         self._threads: list[threading.Thread] = []
 
     in_process = False
-
-    def replayed(self, site: Site) -> None:
-        return None
 
     def take(self, target: Target, count: int) -> list[TakenSample]:
         """``count`` counted samples of ``target`` (one: counts do not vary)."""

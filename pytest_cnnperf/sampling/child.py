@@ -1,12 +1,7 @@
-"""A sample process: run one test of the pytest session it was forked from, quietly, measure
-the one benchmark call it was asked for, report and exit.
-
-The process is a fork of the zygote, itself a fork of the pytest process taken at session start.
-It collects the test's module and runs the test's setup and body. The test's benchmark calls
-reach :class:`ChildSampler`: the calls before the wanted one are answered with the pytest
-process's results, the wanted one is measured, reported and ends the process. It reports through
-its report file only: nothing may reach the terminal, the pytest process's capture files or,
-under pytest-xdist, the controller.
+"""A sample process (``sampling.manager`` says how it is forked): run one test quietly, measure
+the one benchmark call it was asked for (:class:`ChildSampler`), report and exit. It reports
+through its report file only: nothing may reach the terminal, the pytest process's capture files
+or, under pytest-xdist, the controller.
 """
 
 from __future__ import annotations
@@ -44,9 +39,7 @@ class ChildSampler:
 
     in_process = False
 
-    def __init__(
-        self, job: Job, device: Any, check: Callable[[], str | None] = lambda: None
-    ) -> None:
+    def __init__(self, job: Job, device: Any, check: Callable[[], str | None]) -> None:
         self.job = job
         self.device = device
         self.check = check

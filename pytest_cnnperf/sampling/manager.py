@@ -90,12 +90,13 @@ class Sampler(Protocol):
     def replayed(self, site: Site) -> Result | None:
         """The result to answer a benchmark call with without measuring it (in a sample
         process: the calls before the one it measures), or ``None``."""
+        return None
 
     def take(self, target: Target, count: int) -> list[TakenSample]:
         """``count`` samples of ``target``; raises ``BenchmarkError``."""
 
 
-class InProcessSampler:
+class InProcessSampler(Sampler):
     """Samples as rounds inside this process, with torch's global state restored afterwards."""
 
     in_process = True
@@ -103,9 +104,6 @@ class InProcessSampler:
     def __init__(self, device: Any, reason: str | None = None) -> None:
         self.device = device
         self.reason = reason
-
-    def replayed(self, site: Site) -> Result | None:
-        return None
 
     def take(self, target: Target, count: int) -> list[TakenSample]:
         from ..measuring import torchstate
@@ -321,36 +319,36 @@ class Zygote:
 
 
 def _collect_report(path: Path, status: int | None, rank: int) -> ChildReport:
-    if status is None:
-        path.unlink(missing_ok=True)
-        path.with_suffix(".log").unlink(missing_ok=True)
-        return ChildReport(error=STOPPED, rank=rank)
     try:
-        report = read_report(path)
-    except (OSError, ValueError):
-        log = _tail(path.with_suffix(".log"))
-        how = (
-            f"was killed by signal {-status}"
-            if status < 0
-            else f"exited with status {status} without a report"
-        )
-        report = ChildReport(
-            error=f"the sample process {how}" + (f"; its last output:\n{log}" if log else "")
-        )
+        if status is None:
+            return ChildReport(error=STOPPED, rank=rank)
+        try:
+            report = read_report(path)
+        except (OSError, ValueError):
+            log = tail(path.with_suffix(".log"), 20)
+            how = (
+                f"was killed by signal {-status}"
+                if status < 0
+                else f"exited with status {status} without a report"
+            )
+            report = ChildReport(
+                error=f"the sample process {how}" + (f"; its last output:\n{log}" if log else "")
+            )
     finally:
         path.unlink(missing_ok=True)
         path.with_suffix(".log").unlink(missing_ok=True)
     return dataclasses.replace(report, rank=rank)
 
 
-def _tail(path: Path, lines: int = 20) -> str:
+def tail(log: Path, lines: int) -> str:
+    """The last ``lines`` lines of a process's output file (none where it cannot be read)."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
 
 
-class ProcessSampler:
+class ProcessSampler(Sampler):
     """Samples, each in a fresh process forked by the zygote."""
 
     in_process = False
@@ -358,9 +356,6 @@ class ProcessSampler:
     def __init__(self, zygote: Zygote, timeout: float) -> None:
         self.zygote = zygote
         self.timeout = timeout
-
-    def replayed(self, site: Site) -> Result | None:
-        return None
 
     def job(self, target: Target, i: int, rank: int, rendezvous: str | None) -> Job:
         """The job of rank ``rank`` of the ``i``-th sample of ``target``."""

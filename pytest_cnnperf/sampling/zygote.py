@@ -56,7 +56,7 @@ _CPU_DONE, _DONE, _ERROR = b"C", b"K", b"E"
 #: how long the other ranks get to report their own errors after one rank failed
 FAILURE_GRACE_S = 10.0
 #: modules a sample process would otherwise import for every sample (scipy is not one: only
-#: the history's trend uses it, and under Valgrind its import alone takes 16 s)
+#: the history's trend uses it, and its import under Valgrind is slow)
 PRELOAD = (
     "torch",
     "torchvision",
@@ -65,9 +65,7 @@ PRELOAD = (
 )
 
 
-def probe_torch(
-    device: str, cpu_done: Callable[[], None] = lambda: None, cuda_started: bool = False
-) -> None:
+def probe_torch(device: str, cpu_done: Callable[[], None], cuda_started: bool = False) -> None:
     """Work that hangs in a forked child when the parent already started torch's threads; then,
     after ``cpu_done()``, starting CUDA on ``device``, which fails in a forked child when the
     parent had initialised CUDA (``cuda_started``: the pytest process found so before forking,
@@ -262,13 +260,9 @@ def _probe_verdict(read: int) -> str | None:
 
 
 def _shuffle_address_space() -> list[object]:
-    """Move where this process's next allocations land by a random number of pages.
-
-    Forked processes inherit their parent's address-space layout, so without this every sample
-    of a session would place its tensors at the same addresses and share one layout's speed,
-    which fresh processes would not. Shifting the mmap area and the heap by random amounts gives
-    each sample a layout of its own, as a fresh process would have.
-    """
+    """Move where this process's next allocations land (the mmap area and the heap) by a random
+    number of pages: forked processes inherit their parent's address-space layout, and every
+    sample would share one layout's speed, where fresh processes each have their own."""
     import ctypes
     import mmap
     import random
