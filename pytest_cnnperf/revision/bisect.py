@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..model import Result, Revision, Verdict
-from .git import GitProblem, Worktree, resolve, run_git
+from .git import GitProblem, Worktree, resolve, revision, run_git
 from .pytest_run import pytest_command, results_of, run_to_the_end, why
 
 #: exit statuses of ``cnnperf bisect``
@@ -156,17 +156,11 @@ def pick(results: Sequence[Result], benchmark: str | None) -> Result:
     )
 
 
-def _find(run: Run, test_id: str, key: str) -> Result | None:
-    return next((r for r in run.results if r.test_id == test_id and r.key == key), None)
-
-
 def classify(run: Run, test_id: str, key: str) -> tuple[bool | None, str | None, Result | None]:
     """Bad, good or skipped (with why) for the benchmark ``test_id`` [``key``] in ``run``."""
-    result = _find(run, test_id, key)
+    result = next((r for r in run.results if r.test_id == test_id and r.key == key), None)
     if result is None:
-        if run.error:
-            return None, run.error, None
-        return None, "it lacks the benchmark", None
+        return None, run.error or "it lacks the benchmark", None
     verdict = result.verdict
     if verdict is Verdict.REGRESSED:
         return True, None, result
@@ -191,11 +185,6 @@ def candidates(top: Path, bad: str, goods: Sequence[str]) -> list[tuple[str, int
         distance = int(rest.strip("()").split("=")[1]) if "dist=" in rest else 0
         found.append((sha, distance))
     return found
-
-
-def revision(top: Path, sha: str) -> Revision:
-    subject = run_git(top, "show", "-s", "--format=%s", sha, check=False).stdout.strip()
-    return Revision(name=sha[:10], sha=sha, subject=subject)
 
 
 def bisect(
@@ -318,10 +307,7 @@ def measure_in_worktree(top: Path, invocation: Path, pytest_args: Sequence[str])
                 command += [f"--cnnperf-memory-threshold={thresholds[1]:.6f}"]
             done = run_to_the_end([*command, *pytest_args], cwd)
             results = results_of(report)
-            error = None
-            if not results:
-                error = why(done)
-            return Run(results, error, time.perf_counter() - started)
+            return Run(results, None if results else why(done), time.perf_counter() - started)
         finally:
             report.unlink(missing_ok=True)
             tree.remove()

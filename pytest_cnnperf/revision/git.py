@@ -86,9 +86,14 @@ def resolve(top: Path, name: str, option: str) -> Revision:
             f"{option}: git knows no commit {name!r}; give a branch, a tag or a commit "
             "that git rev-parse accepts (git fetch origin first if it is a remote's)"
         )
-    sha = done.stdout.strip()
+    return revision(top, done.stdout.strip(), name)
+
+
+def revision(top: Path, sha: str, name: str | None = None, dirty: bool = False) -> Revision:
+    """The commit ``sha``, with its subject; ``name``: as the user gave it (else the sha's
+    first ten digits)."""
     subject = run_git(top, "show", "-s", "--format=%s", sha, check=False).stdout.strip()
-    return Revision(name=name, sha=sha, subject=subject)
+    return Revision(name=name or sha[:10], sha=sha, subject=subject, dirty=dirty)
 
 
 def head(top: Path) -> Revision:
@@ -98,8 +103,7 @@ def head(top: Path) -> Revision:
     if done.returncode != 0 or not sha:
         raise GitProblem(f"{top} has no commit yet; commit something first")
     status = run_git(top, "status", "--porcelain", "--untracked-files=no", check=False)
-    subject = run_git(top, "show", "-s", "--format=%s", sha, check=False).stdout.strip()
-    return Revision(name="HEAD", sha=sha, subject=subject, dirty=bool(status.stdout.strip()))
+    return revision(top, sha, "HEAD", dirty=bool(status.stdout.strip()))
 
 
 def relative(path: Path, top: Path) -> Path | None:
@@ -107,7 +111,7 @@ def relative(path: Path, top: Path) -> Path | None:
     on both, as git sees them."""
     try:
         return path.resolve().relative_to(top.resolve())
-    except ValueError:
+    except (ValueError, OSError):
         return None
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from .git import relative
 from .protocol import current_order
 
 #: modules both sides take from the head's environment, by design
@@ -87,20 +88,13 @@ def project_names(worktree: Path, path: Iterable[str]) -> set[str]:
 
 
 def _inside(path: Path, folder: Path) -> bool:
-    try:
-        path.resolve().relative_to(folder.resolve())
-    except (ValueError, OSError):
-        return False
-    return True
+    return relative(path, folder) is not None
 
 
 def _provides(folder: Path, name: str, file: Path) -> bool:
     """Whether ``file`` is the module ``name`` as the folder ``folder`` on a path provides it."""
-    try:
-        inside = file.resolve().relative_to(folder.resolve())
-    except (ValueError, OSError):
-        return False
-    return inside.parts[:1] in ((name,), (f"{name}.py",))
+    inside = relative(file, folder)
+    return inside is not None and inside.parts[:1] in ((name,), (f"{name}.py",))
 
 
 def _origin(module: ModuleType) -> str | None:

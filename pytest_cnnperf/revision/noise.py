@@ -13,7 +13,6 @@ replays).
 
 from __future__ import annotations
 
-import datetime
 import json
 import math
 import os
@@ -36,8 +35,10 @@ from ..gate.noise import (
     widest,
 )
 from ..model import NoiseProfile, Result, units
+from ..model.because import plural
 from ..model.noise import BenchmarkNoise, NoiseRun
 from ..store import noise as noise_file
+from ..store.results_file import now
 from .pytest_run import pytest_command, results_of, run_to_the_end, why
 
 #: what a recording file says it holds (the format ``scripts/gate-simulation`` reads)
@@ -78,10 +79,6 @@ def instance_name() -> str:
     return f"{host}/{boot[:8]}"
 
 
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def one_run(pytest_args: Sequence[str], cwd: Path) -> tuple[Result, ...]:
     """One ``pytest --cnnperf --cnnperf-save`` run into a throw-away baselines folder: its
     measured results."""
@@ -103,7 +100,7 @@ def one_run(pytest_args: Sequence[str], cwd: Path) -> tuple[Result, ...]:
 def _entry(result: Result, instance: str) -> dict[str, Any]:
     samples = result.measured.samples
     return {
-        "started": result.recorded or _now(),
+        "started": result.recorded or now(),
         "instance": instance,
         "step_time_s": [s.step_time_s for s in samples],
         "calibration_s": [s.calibration_s for s in samples],
@@ -136,7 +133,7 @@ def profiles_of(
     runs: dict[str, list[NoiseRun]], command: str
 ) -> tuple[NoiseProfile, tuple[tuple[str, BenchmarkNoise], ...]]:
     """Each benchmark's profile fitted from its runs, and the kind's widest."""
-    when = _now()
+    when = now()
     kind = instances_of(list(runs.values()))
     fitted: list[tuple[str, BenchmarkNoise]] = []
     for name, series in sorted(runs.items()):
@@ -152,7 +149,7 @@ def profiles_of(
         name, few = min(fitted, key=lambda nb: len(nb[1].runs))
         usable = sum(1 for r in few.runs if r.samples >= 2)
         raise NoiseProblem(
-            f"{name} has {usable} usable run{'' if usable == 1 else 's'}, and a noise profile "
+            f"{name} has {plural(usable, 'usable run')}, and a noise profile "
             "needs at least 3 of a benchmark, with 2 samples or more each; record more runs of "
             "it (--runs 3 or more)"
         )
@@ -178,23 +175,22 @@ def record(
     instance = instance or instance_name()
     kept = load_recording(keep) if keep is not None else {}
     new: dict[str, list[dict[str, Any]]] = {}
-    machine = None
     environment = None
     for i in range(runs):
         results = run(pytest_args, cwd)
         progress(i, results)
         for result in results:
             assert result.environment is not None
-            if machine is not None and result.environment.machine != machine:
+            if environment is not None and result.environment.machine != environment.machine:
                 raise NoiseProblem(
-                    f"the runs measured on two kinds of machine ({machine} and "
+                    f"the runs measured on two kinds of machine ({environment.machine} and "
                     f"{result.environment.machine}); record each kind on its own"
                 )
-            machine, environment = result.environment.machine, result.environment
+            environment = result.environment
             name = benchmark_name(result.module, result.test, result.key)
             new.setdefault(name, []).append(_entry(result, instance))
-    assert machine is not None
     assert environment is not None
+    machine = environment.machine
     earlier = _earlier(baselines, machine, kept, replace)
     series = {name: list(old) for name, old in earlier.items()}
     for name, entries in new.items():
@@ -207,7 +203,7 @@ def record(
             kept.setdefault(name, []).extend(entries)
         document = {
             "what": WHAT,
-            "recorded": _now(),
+            "recorded": now(),
             "command": command,
             "environment": dump(environment),
             "benchmarks": {name: {"runs": entries} for name, entries in kept.items()},
@@ -261,7 +257,6 @@ def _earlier(
     except noise_file.NoiseProfileError as exc:
         raise NoiseProblem(f"{exc}; or give --replace to record a new one over it") from None
     held = {name: list(b.runs) for name, b in document.benchmarks} if document else {}
-    # and the recording file's runs the profile lacks (a profile of version 1 kept none)
     for name, entries in kept.items():
         series = held.setdefault(name, [])
         known = {(r.instance, r.started) for r in series}
@@ -282,9 +277,8 @@ def lines(found: Recorded) -> list[str]:
     ]
     for name, benchmark in found.benchmarks:
         if benchmark.profile is None:
-            runs = len(benchmark.runs)
             out.append(
-                f"  {name}: {runs} run{'' if runs == 1 else 's'}, 3 needed for its own spread: "
+                f"  {name}: {plural(len(benchmark.runs), 'run')}, 3 needed for its own spread: "
                 "the kind's widest until then"
             )
         else:
@@ -302,7 +296,7 @@ def describe_benchmark(p: NoiseProfile) -> str:
     said = f"runs differ by {units.percent(term(p, calibrated=False))} as measured"
     if p.between_calibrated is not None:
         said += f", {units.percent(term(p, calibrated=True))} after calibration"
-    said += f", over {p.runs} runs on {p.instances} instance{'' if p.instances == 1 else 's'}"
+    said += f", over {p.runs} runs on {plural(p.instances, 'instance')}"
     if p.instances_borrowed:
         said += " (and the instances' part of the kind's other benchmarks)"
     if p.modes > 1 and p.mode_gap is not None:

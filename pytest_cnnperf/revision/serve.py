@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from .git import relative
 from .imports import leak_check
 from .protocol import HANDSHAKE, Handshake, Order
 
@@ -44,11 +45,8 @@ class Serving:
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             path = Path(str(report.fspath))
-            try:
-                name = str(path.resolve().relative_to(Path(self.order.worktree).resolve()))
-            except ValueError:
-                name = str(path)
-            self.errors.append((name, report.longreprtext))
+            inside = relative(path, Path(self.order.worktree))
+            self.errors.append((str(inside or path), report.longreprtext))
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:

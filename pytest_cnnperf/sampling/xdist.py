@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..model import Result
+from ..model.because import plural
 from ..store.codec import Document
 
 if TYPE_CHECKING:
@@ -97,9 +98,8 @@ def share_threads(count: int) -> str:
     threads = max(1, total // count)
     torch.set_num_threads(threads)
     return (
-        f"{count} xdist workers share this CPU's {total} cores, {threads} "
-        f"thread{'' if threads == 1 else 's'} each: "
-        "their benchmarks run at the same time and their figures interfere"
+        f"{count} xdist workers share this CPU's {total} cores, {plural(threads, 'thread')} "
+        "each: their benchmarks run at the same time and their figures interfere"
     )
 
 
