@@ -57,8 +57,7 @@ def readable_name(part: str) -> str:
 
 def module_key(parts: Iterable[str]) -> str:
     """A relative path for a module's baseline file from its path components, each made safe
-    by :func:`safe_name` (anything outside ``[A-Za-z0-9._-]`` written
-    as ``%XX``), so that no test id makes a strange file name and no two modules share one."""
+    by :func:`safe_name`."""
     return "/".join(safe_name(part) for part in parts)
 
 
