@@ -237,17 +237,7 @@ def _pair_row(p: Pair, flops: bool = False) -> list[str]:
     return [*row, str(p.verdict)]
 
 
-HEADERS = [
-    "test",
-    "benchmark",
-    "old",
-    "new",
-    "speedup",
-    "old mem",
-    "new mem",
-    "change",
-    "verdict",
-]
+HEADERS = ["test", "benchmark", "old", "new", "speedup", "old mem", "new mem", "change", "verdict"]
 FLOPS_HEADERS = ["old FLOP/s", "new FLOP/s"]
 
 

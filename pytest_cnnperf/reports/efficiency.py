@@ -23,10 +23,6 @@ ENERGY_SOURCES = {
 COUNTER_PERIODS = {"nvml": "every 20 to 100 ms", "rapl": "about every millisecond"}
 
 
-def achieved(m: Measurement) -> str:
-    return units.flops(m.achieved_flops_per_s)
-
-
 def utilisation(m: Measurement) -> str:
     value = m.utilisation
     if value is None:

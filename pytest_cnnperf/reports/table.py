@@ -206,7 +206,7 @@ def row(result: Result) -> Row:
         **_compiled(m),
         step=units.seconds(m.step_time_s),
         phases=phase_text,
-        flops=efficiency.achieved(m),
+        flops=units.flops(m.achieved_flops_per_s),
         mfu=efficiency.utilisation(m),
         energy=efficiency.energy(m),
         parameters=units.count(m.parameters),
