@@ -181,15 +181,12 @@ class Session:
         report = self.finish
         for (machine, module), entries in sorted(self.pending.items()):
             prune = self.stale_tests(machine, module) if self.settings[PRUNE] else []
-            problem = None
             try:
                 report.saved.append(self.store.save(machine, module, entries, prune))
             except (BaselineFileError, BaselineSaveError) as exc:
-                problem = str(exc)
-            if problem:
-                report.errors.append(problem)
+                report.errors.append(str(exc))
                 report.unsaved += 1
-                self._not_saved(problem, (machine, module))
+                self._not_saved(str(exc), (machine, module))
         if self.machine:
             for module in sorted(self.collected):
                 path = self.store.path(self.machine, module)

@@ -463,10 +463,9 @@ NO_RUN_NOISE = RunNoise()
 
 @dataclass(frozen=True)
 class Bounds:
-    """The log shift of step times (current over baseline, after the machine's drift where it
-    is allowed for) and its bounds with every term: ``low`` at the false-alarm level, ``high``
-    at the level of missing a slowdown, ``high_alpha`` at the false-alarm level (for an
-    improvement)."""
+    """The log shift of step times (current over baseline, after the machine's drift where it is
+    allowed for) and its bounds with every term: ``low`` and ``high_alpha`` (for an improvement)
+    at the false-alarm level, ``high`` at the level of missing a slowdown."""
 
     shift: float
     low: float

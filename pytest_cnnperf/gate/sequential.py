@@ -54,10 +54,9 @@ PRECISION_LEVEL = 0.10
 @dataclass(frozen=True)
 class Next:
     """What the runner samples next: how many samples, and how many of them (the first ones)
-    also measure peak memory, count the step (its FLOPs, operators and first numbers) and
-    profile its operators. ``paired``: as many samples of the revision gated against, in turn
-    with these, the same ones measuring, counting and profiling. ``instructions``: also count
-    the step's instructions, in the counting process (``--cnnperf-metric=instructions``)."""
+    also measure peak memory, count the step (FLOPs, operators, first numbers) and profile its
+    operators. ``paired``: as many of the revision gated against, in turn with these, alike.
+    ``instructions``: also count the step's instructions (``--cnnperf-metric=instructions``)."""
 
     samples: int
     memory: int = 0
@@ -86,10 +85,8 @@ class Reference:
 
 
 class Gating:
-    """A benchmark gated against its reference, look by look.
-
-    ``find(result)`` gives the reference for the first samples (the kind of machine they ran on,
-    and under instruction counts what counted them);
+    """A benchmark gated against its reference, look by look: ``find(result)`` gives it for the
+    first samples (their kind of machine, and under instruction counts what counted them);
     ``profiled``: whether this benchmark's operators can be profiled at all (see the runner)."""
 
     #: whether the reference's samples are taken in this run, in turn with these

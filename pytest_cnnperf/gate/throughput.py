@@ -62,12 +62,9 @@ def compare_throughput(
     calibrated: tuple[Sequence[float], Sequence[float]] | None = None,
 ) -> Comparison:
     """Compare step times at ``look``'s shares of the error rates, the current ones divided by
-    ``machine_factor`` first (or, given ``calibrated``, the two sides' times each sample divided
-    by its own calibration's, with ``machine_factor`` the drift reported), allowing beside the
-    samples' own noise for what moves a whole run (``runs``), which the samples cannot show
-    (``gate.noise``). ``items``: items per step (baseline, current), for reporting rates in
-    items per second. An ``inconclusive`` verdict at a look that is not the last means "not
-    decided yet"."""
+    ``machine_factor`` (or ``calibrated``: each side's divided by its own sample's calibration),
+    allowing for what moves a whole run (``runs``, ``gate.noise``). ``items``: items per step
+    (baseline, current). Inconclusive at a look that is not the last means "not decided yet"."""
     threshold = settings.throughput_threshold
     before, adjusted = calibrated or (baseline, [t / machine_factor for t in current])
     shift = stats.compare(before, adjusted, look.alpha, look.beta)
@@ -522,11 +519,9 @@ def unequal_pairs(base: Measurement, current: Measurement) -> tuple[bool, ...]:
 def judge_pairs(
     measurement: Measurement, base: Measurement, settings: GateSettings, look: Look
 ) -> Throughput:
-    """Throughput at ``look`` against the same benchmark at another revision measured in this
-    run, its samples taken in turn with these: compared as measured (the machine's drift
-    reached both sides alike), on the pairs something else disturbed alike only: a pair whose
-    one side was slowed more than the other shows the neighbour, not the code, in either
-    direction."""
+    """Throughput at ``look`` against the same benchmark at another revision, its samples taken
+    in turn with these in this run: as measured (the machine's drift reached both alike), on
+    the pairs disturbed alike only (an unequal pair shows the neighbour, not the code)."""
     items = (base.items_per_step, measurement.items_per_step)
     pairs = min(len(base.samples), len(measurement.samples))
     base_times, times = base.step_times[:pairs], measurement.step_times[:pairs]
