@@ -257,8 +257,7 @@ def decide(
             memory = dataclasses.replace(memory, verdict=Verdict.INCONCLUSIVE)
     verdict = combine(
         speed,
-        *([memory.verdict] if memory else []),
-        *([compiled.verdict] if compiled else []),
+        *(found.verdict for found in (memory, compiled) if found is not None),
         *([Verdict.REGRESSED] if structure_regressed else []),
     )
     if measurement.in_process != before.in_process:

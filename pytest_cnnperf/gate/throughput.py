@@ -411,11 +411,8 @@ def judge_throughput(
         reasons.append(changed)
     veto: Reason | None = None
     half = calibration_noise(drift) if calibrate else None
-    covered = profile.drift_covered
-    uncovered = covered is not None and drift is not None and abs(math.log(drift.ratio)) > covered
-    if calibrate and uncovered:
-        assert drift is not None
-        assert covered is not None
+    covered = profile.drift_covered if calibrate else None
+    if covered is not None and drift is not None and abs(math.log(drift.ratio)) > covered:
         # how much of a drift the profile never saw reaches the benchmark is unknown: a
         # verdict stands only where none, all and twice of it agree
         agreed = {compared(power=p).verdict for p in (0, 1, 2)} == {verdict}
