@@ -21,6 +21,7 @@ from typing import Any
 from ..model import units
 from ..model.because import plural
 from ..reports import plot
+from . import changepoints, trend
 from .series import Analysis
 from .views import change_point_line, creep_line, environment_line, memory_change_line, when
 
@@ -318,9 +319,10 @@ def index_page(analyses: Sequence[Analysis], target: str, runs: int, generated: 
         f"<table>{head}{''.join(rows)}</table>",
         "<p><b>from best</b>: the latest runs' median throughput against the best run of the "
         "creep window; <b>trend</b>: Theil-Sen slope per run over that window, <b>creeping</b> "
-        "when it is significant (Kendall p &lt; 0.01), adds up to 5% or more and a line fits "
-        "better than one step. Change points: ruptures (PELT) on log throughput, each kept at "
-        "permutation p &le; 0.01 and a step of 2% or more.</p>",
+        f"when it is significant (Kendall p &lt; {trend.ALPHA:g}), adds up to "
+        f"{trend.MIN_DRIFT:.0%} or more and a line fits better than one step. Change points: "
+        "ruptures (PELT) on log throughput, each kept at permutation p &le; "
+        f"{changepoints.ALPHA:g} and a step of {changepoints.MIN_STEP:.0%} or more.</p>",
     ]
     return _document("cnnperf history", body)
 

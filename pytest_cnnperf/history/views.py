@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from ..model import units
 from ..model.because import plural
 from ..reports import text
+from . import changepoints, trend
 from .changepoints import ChangePoint
 from .series import Analysis, EnvironmentChange, MemoryChange, Series
 from .trend import CreepView
@@ -35,7 +36,7 @@ def creep_line(analysis: Analysis, creep: CreepView) -> str:
         "creeping"
         if creep.creeping
         else "a step rather than a creep (see the change points)"
-        if creep.p_value < 0.01 and not creep.steady
+        if creep.p_value < trend.ALPHA and not creep.steady
         else "no steady trend"
     )
     return (
@@ -104,8 +105,9 @@ def lines(target: str, analyses: Sequence[Analysis], runs: int, rows: int) -> li
         out += series_lines(analysis, rows)
         out.append("")
     out.append(
-        "change points: ruptures (PELT) on log throughput, each kept at permutation p <= 0.01 "
-        "and a step of 2% or more; commits a..b: the runs before and after it"
+        "change points: ruptures (PELT) on log throughput, each kept at permutation p <= "
+        f"{changepoints.ALPHA:g} and a step of {changepoints.MIN_STEP:.0%} or more; commits a..b: "
+        "the runs before and after it"
     )
     return out
 
@@ -124,7 +126,7 @@ def series_lines(analysis: Analysis, rows: int) -> list[str]:
     out.append(
         f"  creep: {creep_line(analysis, creep)}"
         if creep
-        else "  creep: too few runs to tell (6 or more are needed)"
+        else f"  creep: too few runs to tell ({trend.MIN_RUNS} or more are needed)"
     )
     out.append(f"  memory: {_memory_line(analysis)}")
     out += [f"  {environment_line(change)}" for change in analysis.environment_changes]
