@@ -13,7 +13,6 @@ from collections.abc import Sequence
 
 from ..model import Result, units
 from ..reports import markdown
-from ..reports.table import short_test
 from .series import Analysis
 
 MARKER = "<!-- cnnperf-comment -->"
@@ -31,7 +30,7 @@ def _trend_rows(results: Sequence[Result], analyses: Sequence[Analysis]) -> list
             continue
         series, creep = analysis.series, analysis.creep
         # a table cell: the test's name as code, the key as text (both may hold anything)
-        name = f"{markdown.code_cell(short_test(result.test_id))} ({markdown.text(result.key)})"
+        name = f"{markdown.code_cell(result.test)} ({markdown.text(result.key)})"
         if creep:
             from_best = f"{units.change(-creep.loss)} (best {units.rate(creep.best, series.unit)})"
             trend = f"{units.change(creep.slope)}/run" + (" ⚠️ creeping" if creep.creeping else "")

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from ..model import Result
-from . import table
 from .loader import InputFigures
 
 INSTALL = "pip install 'pytest-cnnperf[benchmark]'"
@@ -42,8 +41,7 @@ def _module(name: str) -> Any:
         ) from None
 
 
-def _param(test_id: str) -> str | None:
-    test = table.short_test(test_id)
+def _param(test: str) -> str | None:
     return test[test.index("[") + 1 : -1] if test.endswith("]") and "[" in test else None
 
 
@@ -88,10 +86,10 @@ def benchmark(result: Result, several: bool) -> dict[str, Any] | None:
         extra["environment"] = result.environment.describe()
     return {
         "group": None,
-        "name": table.short_test(result.test_id) + suffix,
+        "name": result.test + suffix,
         "fullname": result.test_id + suffix,
         "params": None,
-        "param": _param(result.test_id),
+        "param": _param(result.test),
         "extra_info": extra,
         "options": {
             "disable_gc": False,

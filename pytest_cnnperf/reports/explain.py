@@ -49,12 +49,11 @@ def reference(decision: Decision) -> str:
 
 def compared(results: Sequence[Result]) -> list[str]:
     """What the session compared, when it gated against a revision: one line each."""
-    seen = dict.fromkeys(r.decision.against for r in results if r.decision and r.decision.against)
+    seen = dict.fromkeys(a for r in results if r.decision and (a := r.decision.against))
     return [
         f"gated against {a.base} measured in this run: {a.base.subject or a.base.sha}; the code "
         f"under test is {a.head}"
         for a in seen
-        if a is not None
     ]
 
 

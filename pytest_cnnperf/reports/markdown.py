@@ -112,7 +112,7 @@ def _attention(results: Sequence[Result]) -> list[str]:
         d = result.decision
         if d is None:
             continue
-        name = f"{code(table.short_test(result.test_id))} ({text(table.short_key(result.config))})"
+        name = f"{code(result.test)} ({text(table.short_key(result.config))})"
         compiled = [str(r) for r in d.reasons if failure_of(r)]
         if d.verdict is Verdict.REGRESSED or compiled:
             what = [

@@ -156,11 +156,6 @@ def short_key(config: BenchConfig) -> str:
     return key.removeprefix("train_step ")
 
 
-def short_test(test_id: str) -> str:
-    """``tests/test_models.py::test_a[x]`` -> ``test_a[x]``."""
-    return test_id.split("::", 1)[-1]
-
-
 def throughput(m: Measurement) -> str:
     """The median throughput and half its samples' spread: ``812 images/s ±3%``."""
     text = units.rate(m.items_per_second, m.unit)
@@ -181,7 +176,7 @@ def gain(comparison: Comparison) -> str:
 def row(result: Result) -> Row:
     m, d = result.measurement, result.decision
     verdict = str(result.verdict or "-")
-    test = short_test(result.test_id)
+    test = result.test
     benchmark = short_key(result.config)
     if m is None:
         return Row(verdict, test, benchmark, notes=(result.error,) if result.error else ())
@@ -284,7 +279,7 @@ def summary(results: Sequence[Result], name: Callable[[str], str] = str) -> str:
     for verdict, count in counts(results):
         part = f"{count} {verdict}"
         if verdict in (Verdict.REGRESSED, Verdict.ERROR):
-            named = [name(short_test(r.test_id)) for r in results if r.verdict is verdict]
+            named = [name(r.test) for r in results if r.verdict is verdict]
             part += f" ({', '.join(named)})"
         parts.append(part)
     total = len(results)
