@@ -74,17 +74,13 @@ def check_path(path: Path) -> None:
         )
 
 
-def _label(result: Result) -> str:
-    return f"{result.test}\n{table.short_key(result.config)}"
-
-
 def bench(result: Result, baseline: Result | None) -> Bench:
     """A benchmark's figures with its baseline's: per-sample figures when the baseline is at
     hand, else the median the gate compared with."""
     m, d = result.measured, result.decision
     before = baseline.measured if baseline else None
     return Bench(
-        label=_label(result),
+        label=f"{result.test}\n{table.short_key(result.config)}",
         unit=result.unit,
         verdict=result.verdict,
         rate=m.items_per_second,
