@@ -496,6 +496,20 @@ def test_cudnn_modes_default_to_off_as_the_reference() -> None:
     assert sorted(speedups) == pytest.approx([1.0, 2.0, 2.5])
 
 
+def test_a_run_without_the_default_modes_combination_takes_the_nearest_mode() -> None:
+    """cudnn=on with fp32 and cudnn=off with bf16: no mode is both defaults (off, fp32), so the
+    reference is the first that has the most of them, never an error (a session's plot)."""
+    runs = [
+        result("resnet18", 0.1, Verdict.OK, cudnn_mode="on"),
+        result("resnet18", 0.05, Verdict.OK, cudnn_mode="off", amp="bf16"),
+    ]
+    mode_table = modes.build(runs)
+    assert mode_table is not None
+    assert mode_table.label(mode_table.reference) == "cudnn=off bf16"
+    speedups = [c.speedup or 0.0 for c in mode_table.rows[0].cells.values()]
+    assert sorted(speedups) == pytest.approx([0.5, 1.0])
+
+
 def test_a_run_in_one_mode_has_no_mode_table() -> None:
     assert modes.build(GATED) is None
 

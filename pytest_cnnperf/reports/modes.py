@@ -146,16 +146,22 @@ def _default(values: Sequence[object], preferred: object) -> object:
 
 def choose_reference(modes: Sequence[Mode], spec: str | None) -> Mode:
     """The mode named by ``spec``; unnamed settings (and no spec) default to cuDNN off, fp32,
-    contiguous and eager where the run has them, so that speedups read as what a feature buys."""
+    contiguous and eager where the run has them, so that speedups read as what a feature buys.
+    Without a spec, a run that lacks the defaults' combination gets the first mode nearest it."""
     wanted = _parse_reference(spec) if spec else {}
     cudnn = wanted.get("cudnn", _default([m.cudnn_mode for m in modes], "off"))
     amp = wanted.get("amp", _default([m.amp for m in modes], None))
     channels_last = wanted.get("channels_last", _default([m.channels_last for m in modes], False))
     compiled = wanted.get("compile", _default([m.compile for m in modes], None))
     named = (cudnn, amp, channels_last, compiled)
-    for mode in modes:
-        if (mode.cudnn_mode, mode.amp, mode.channels_last, mode.compile) == named:
-            return mode
+
+    def shared(mode: Mode) -> int:
+        settings = (mode.cudnn_mode, mode.amp, mode.channels_last, mode.compile)
+        return sum(a == b for a, b in zip(settings, named, strict=True))
+
+    nearest = max(modes, key=shared)
+    if shared(nearest) == len(named) or not spec:
+        return nearest
     dimensions = _dimensions(modes)
     every = ("cudnn", "amp", "memory format", "compile")
     run = ", ".join(m.label(dimensions or every) for m in modes)
