@@ -18,10 +18,6 @@ from .sample import Measurement
 Reason = Because
 
 
-def failure_of(reason: Reason) -> str | None:
-    return reason.fails_as
-
-
 def is_creep(reason: Reason) -> bool:
     return isinstance(reason, Creep) or (isinstance(reason, Remark) and reason.role == "creep")
 

@@ -20,7 +20,6 @@ from ..model import (
     units,
 )
 from ..model.because import plural
-from ..model.decision import failure_of
 from ..store.locations import display_path
 from .loader import InputFigures
 from .text import some
@@ -107,7 +106,7 @@ def comparison_lines(
 
 def compile_failures(decision: Decision) -> list[str]:
     """What failed a compiled benchmark: ``graph breaks``, ``recompiles``, ``compile time``."""
-    return [failed for r in decision.reasons if (failed := failure_of(r))]
+    return [failed for r in decision.reasons if (failed := r.fails_as)]
 
 
 def compile_time(seconds: float | None, cache: str | None) -> str:
@@ -237,7 +236,7 @@ def _evidence(decision: Decision, unit: str, input_line: str | None = None) -> l
     if decision.compile:
         lines += ["  " + line for line in compile_lines(decision.compile)]
     lines += [f"  {label:<12}{row}" for label, row in operator_rows(decision)]
-    lines += [f"  {reason}" for reason in decision.reasons if failure_of(reason)]
+    lines += [f"  {reason}" for reason in decision.reasons if reason.fails_as]
     lines += [f"  environment changed: {change}" for change in decision.environment_changes]
     lines += [f"  note: {note}" for note in notes(decision, compile_failures=False)]
     missing = decision.no_baseline
@@ -411,5 +410,5 @@ def notes(decision: Decision, compile_failures: bool = True) -> list[str]:
         for reason in decision.reasons
         if not isinstance(reason, NoBaseline | OperatorCountsChanged)
         and not (isinstance(reason, Remark) and reason.role == "no-baseline")
-        and (compile_failures or not failure_of(reason))
+        and (compile_failures or not reason.fails_as)
     ]

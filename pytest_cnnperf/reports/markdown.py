@@ -15,7 +15,6 @@ from pathlib import Path
 
 from ..model import Comparison, Result, Verdict, units
 from ..model.because import plural
-from ..model.decision import failure_of
 from ..model.findings import ComputesOtherwise
 from . import explain, table
 from .loader import InputFigures
@@ -83,7 +82,7 @@ def title(results: Sequence[Result]) -> str:
         return f"{ICON[Verdict.REGRESSED]} cnnperf: {count[Verdict.REGRESSED]} {of} regressed"
     if count.get(Verdict.ERROR):
         return f"{ICON[Verdict.ERROR]} cnnperf: {count[Verdict.ERROR]} {of} failed to run"
-    recompiling = sum(any(failure_of(r) for r in x.decision.reasons) for x in results if x.decision)
+    recompiling = sum(any(r.fails_as for r in x.decision.reasons) for x in results if x.decision)
     if recompiling:  # without a baseline (a new benchmark that recompiles while timed)
         return f"{ICON[Verdict.REGRESSED]} cnnperf: {recompiling} {of} failed (recompiles)"
     if count.get(Verdict.SAVED) == n:
@@ -113,7 +112,7 @@ def _attention(results: Sequence[Result]) -> list[str]:
         if d is None:
             continue
         name = f"{code(result.test)} ({text(table.short_key(result.config))})"
-        compiled = [str(r) for r in d.reasons if failure_of(r)]
+        compiled = [str(r) for r in d.reasons if r.fails_as]
         if d.verdict is Verdict.REGRESSED or compiled:
             what = [
                 _metric(c) for c in (d.throughput, d.memory) if c and c.verdict is Verdict.REGRESSED
