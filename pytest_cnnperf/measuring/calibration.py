@@ -4,7 +4,8 @@ On a shared machine the same work drifts in speed with the neighbours; a workloa
 same processes follows much of that drift, so the gate can allow for it (docs/validation.md).
 On the CPU it is fp32 matrix products timed before the benchmark's first step, where nothing the
 benchmark does reaches it; on CUDA fp16 products sized to the GPU, timed after the steps at the
-clocks they ran at. Each unit has an id (``cpu-mm-fp32-384x8``): units differing are not compared.
+clocks they ran at, which depend on no flag a benchmark varies (TF32, the cuDNN mode). Each
+unit has an id (``cpu-mm-fp32-384x8``): units differing are not compared.
 """
 
 from __future__ import annotations

@@ -145,7 +145,8 @@ def _tensors(*values: Any) -> Iterator[Any]:
 class Placement:
     """Where a step's tensors live in the run that matters: on CUDA, their own device; on the
     CPU, where a CUDA run keeps them: on the device unless made on the host (Python numbers, no
-    device, ``"cpu"``), computed from such alone, or an optimizer's host step counter."""
+    device, ``"cpu"``), computed from such alone, or an optimizer's step counter (on the host
+    unless ``capturable`` or ``fused``). Tensors made before the counted steps are on the device."""
 
     def __init__(self, device_type: str) -> None:
         self.predicting = device_type == "cpu"

@@ -1,5 +1,6 @@
-"""The cuDNN modes a benchmark runs under (``on``, ``benchmark``: with the autotuner,
-``deterministic``, ``off``: PyTorch's native kernels), and setting them for one test."""
+"""The cuDNN modes a benchmark runs under, and setting them for one test: ``on`` (autotuner
+off), ``benchmark`` (with the autotuner), ``deterministic`` (deterministic algorithms only),
+``off`` (PyTorch's native kernels). Torch is imported only when a mode is applied."""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
 """``cuda_graphs=True``: a whole step captured once as a CUDA graph and replayed, as in
 "Whole-network capture" of PyTorch's CUDA semantics notes: static inputs, a few steps on a side
 stream first, gradients set to ``None`` so that the captured backward allocates them from the
-graph's pool, a capturable optimizer. The three phases become one: a replay is the step.
+graph's pool, a capturable optimizer (Adam and AdamW built with ``capturable=True``; SGD's float
+learning rate is baked into the graph). The three phases become one: a replay is the step.
+https://docs.pytorch.org/docs/stable/notes/cuda.html#whole-network-capture
 """
 
 from __future__ import annotations

@@ -298,7 +298,8 @@ class Loop:
         self.feed.close()
 
     def _copy(self) -> None:
-        """The ``copy`` phase: the batch just read to the device (``non_blocking`` on CUDA)."""
+        """The ``copy`` phase: the batch just read to the device (``non_blocking`` on CUDA: a
+        pinned batch's copy is queued on the stream, a pageable one's is staged by CUDA)."""
         images, targets = self.feed.host
         cuda = self.device.type == "cuda"
         images = images.to(self.device, non_blocking=cuda)

@@ -37,6 +37,10 @@ def gpu_precision(
     return "tf32" if tf32 else "fp32"
 
 
+#: a measure() step's precision is not known, and so neither is its peak
+_UNKNOWN_PRECISION = Peak(None, None, "unknown", "the precision of a measure() step is unknown")
+
+
 def gpu_peak(
     device_name: str,
     sms: int | None,
@@ -49,8 +53,10 @@ def gpu_peak(
     """The peak of a GPU from the table (or the setting), for the step's precision."""
     chosen = gpu_precision(precision, capability, flops, flags) if precision else None
     given = _stated(chosen, setting)
-    if given is not None or chosen is None:
-        return given or _UNKNOWN_PRECISION
+    if given is not None:
+        return given
+    if chosen is None:
+        return _UNKNOWN_PRECISION
     found = lookup(device_name, sms)
     row = found.row
     if row is None:
@@ -62,10 +68,6 @@ def gpu_peak(
     return Peak(
         chosen, tflops * 1e12, "table", f"{row.name}, dense {chosen}: {row.source}{checked}"
     )
-
-
-#: a measure() step's precision is not known, and so neither is its peak
-_UNKNOWN_PRECISION = Peak(None, None, "unknown", "the precision of a measure() step is unknown")
 
 
 def _stated(precision: str | None, setting: PeakSetting | None) -> Peak | None:
@@ -123,8 +125,10 @@ def find(device: Any, precision: str | None, flops: StepFlops, setting: PeakSett
             setting,
         )
     given = _stated(precision, setting)
-    if given is not None or precision is None:
-        return given or _UNKNOWN_PRECISION
+    if given is not None:
+        return given
+    if precision is None:
+        return _UNKNOWN_PRECISION
     if device.type != "cpu":
         return Peak(precision, None, "unknown", f"no peak is known for {device.type} devices")
     flops_per_s, detail = cpu_peak(precision, torch.get_num_threads())
