@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 from . import units
 from .because import AGAINST, QUIETER, Because, plural, speed
-from .comparison import Verdict
 from .values import Count, NonNegative, Positive
 
 
@@ -69,9 +68,6 @@ class MachineDrift(Because):
     kind = "machine-drift"
     #: calibration time now / in the baseline (above 1: the machine runs slower)
     ratio: Positive
-    #: files written before version 0.2: the verdicts as measured, allowing for all of the
-    #: drift and for twice it, where they differed
-    verdicts: tuple[Verdict, Verdict, Verdict] | None = None
     #: the ratio's 90% confidence bounds (``None``: too few samples to bound it)
     low: Positive | None = None
     high: Positive | None = None
@@ -84,13 +80,6 @@ class MachineDrift(Because):
         if self.low is not None and self.high is not None and speed(self.low) != speed(self.high):
             machine += f" ({speed(self.low)} to {speed(self.high)})"
         machine += " (calibration workload)"
-        if self.verdicts is not None:
-            measured, allowing, twice = self.verdicts
-            return (
-                f"{machine}, and the verdict depends on how much of that reached this "
-                f"benchmark: {measured} as measured, {allowing} allowing for all of it, {twice} "
-                "for twice it"
-            )
         if not self.allowed:
             return (
                 f"{machine}; not allowed for: on this kind of machine the calibration does not "
