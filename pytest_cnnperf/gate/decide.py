@@ -162,13 +162,7 @@ def kernels_differ(environment: Environment, other: Result) -> str:
     then = other.environment
     if then is None:
         return ""
-    changes = environment.kernel_changes(then)
-    if changes:
-        return "; ".join(changes)
-    cpu = not environment.device.startswith("cuda")
-    if cpu and then.cpu_capability is None and environment.cpu_capability is not None:
-        return "its CPU capability was not recorded"
-    return ""
+    return "; ".join(environment.kernel_changes(then))
 
 
 def decide(

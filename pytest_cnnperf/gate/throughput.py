@@ -356,10 +356,10 @@ def judge_throughput(
     )
     reasons: list[Reason] = []
     flags = disturbed(measurement)
-    # the machine's speed from the samples nothing else disturbed, on both sides: a disturbed
-    # sample's calibration measured the disturbance, not the machine's steady speed
     changed = calibration_change(measurement, baseline, device)
-    # not where the two sides timed different calibration units
+    # the machine's speed from the samples nothing else disturbed, on both sides (a disturbed
+    # sample's calibration measured the disturbance, not the machine's steady speed), and not
+    # where the two sides timed different calibration units
     drift = None if changed else machine_drift(steady(measurement, flags), quiet_base)
     sizes = len(baseline.samples), len(measurement.samples)
     calibrate = (

@@ -136,7 +136,7 @@ class Environment:
     #: compiled benchmarks: the compiler stack
     compiler: CompilerStack | None = None
     #: the instruction set torch's CPU kernels were picked for (``AVX512``, ``AVX2``,
-    #: ``DEFAULT``; ``ATEN_CPU_CAPABILITY`` lowers it); ``None`` in files written before it was kept
+    #: ``DEFAULT``; ``ATEN_CPU_CAPABILITY`` lowers it); ``None``: a torch that cannot say
     cpu_capability: str | None = None
     #: ``family 25 model 17 stepping 1``: the CPU's generation where its name is masked
     cpu_id: str | None = None
