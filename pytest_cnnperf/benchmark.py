@@ -202,7 +202,7 @@ def _name(value: str | Callable[..., Any] | None) -> str | None:
 
 
 def image_config(
-    spec: TrainSpec | InferenceSpec, model: str, cudnn_mode: str | None, label: str | None
+    spec: InferenceSpec, model: str, cudnn_mode: str | None, label: str | None
 ) -> BenchConfig:
     """The identity of a ``train_step`` or ``inference`` benchmark; a train step's batch size
     counts every rank's images."""
@@ -218,7 +218,7 @@ def image_config(
         compile=spec.compile.setting if spec.compile else None,
         cuda_graphs=spec.cuda_graphs,
     )
-    if isinstance(spec, InferenceSpec):
+    if not isinstance(spec, TrainSpec):
         return config
     return dataclasses.replace(
         config,

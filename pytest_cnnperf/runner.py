@@ -49,7 +49,6 @@ from .store.baseline import BaselineFileError, BaselineSaveError
 from .store.locations import Location, display_path, readable_name
 
 T = TypeVar("T")
-Spec = TrainSpec | InferenceSpec
 
 
 def _profiled(attribution: str, config: BenchConfig, world_size: int) -> bool:
@@ -289,7 +288,7 @@ class CnnPerf:
     def _images(
         self,
         model: Any,
-        describe: Callable[[], Spec],
+        describe: Callable[[], InferenceSpec],
         compile: object,
         cuda_graphs: object,
         name: str | None,
@@ -306,13 +305,15 @@ class CnnPerf:
         def build(device: Any, ranks: int) -> Workload:
             from .measuring.workload import build_inference, build_train
 
-            if isinstance(ready, InferenceSpec):
-                return build_inference(model, ready, device)
-            return build_train(model, dataclasses.replace(ready, world_size=ranks), device)
+            if isinstance(ready, TrainSpec):
+                return build_train(model, dataclasses.replace(ready, world_size=ranks), device)
+            return build_inference(model, ready, device)
 
         return self._run(config, build, world_size)
 
-    def _compiling(self, spec: Spec, compile: object, cuda_graphs: object) -> Spec:
+    def _compiling(
+        self, spec: InferenceSpec, compile: object, cuda_graphs: object
+    ) -> InferenceSpec:
         """``spec`` with its ``compile=`` and ``cuda_graphs=`` checked."""
         request = benchmark.compile_request(compile)
         world = getattr(spec, "world_size", 1)
@@ -322,12 +323,10 @@ class CnnPerf:
                 f"{what} with world_size={world}: compiled and graphed data-parallel steps "
                 "are not measured yet; measure them with world_size=1"
             )
-        graphs = benchmark.cuda_graphs(
-            cuda_graphs, self._session.device_type, request, getattr(spec, "amp", None)
-        )
+        graphs = benchmark.cuda_graphs(cuda_graphs, self._session.device_type, request, spec.amp)
         return dataclasses.replace(spec, compile=request, cuda_graphs=graphs)
 
-    def _with_cache(self, spec: Spec, config: BenchConfig) -> Spec:
+    def _with_cache(self, spec: InferenceSpec, config: BenchConfig) -> InferenceSpec:
         """A compiled spec with its compiler cache folder, shared by its sample processes."""
         request = spec.compile
         if request is None:

@@ -23,11 +23,19 @@ OPTIMIZERS = ("sgd", "adam", "adamw")
 
 
 @dataclass(frozen=True)
-class TrainSpec:
+class InferenceSpec:
+    """A forward pass on synthetic images; a train step (:class:`TrainSpec`) is one too."""
+
     batch_size: int
     image_size: tuple[int, int]
     amp: str | None = None
     channels_last: bool = False
+    compile: CompileRequest | None = None
+    cuda_graphs: bool = False
+
+
+@dataclass(frozen=True)
+class TrainSpec(InferenceSpec):
     optimizer: str | Callable[..., Any] = "sgd"
     loss: Callable[..., Any] | None = None
     num_classes: int | None = None
@@ -35,18 +43,6 @@ class TrainSpec:
     #: data-parallel ranks; above 1 the model is wrapped in DistributedDataParallel, which needs
     #: the process group to be initialised already
     world_size: int = 1
-    compile: CompileRequest | None = None
-    cuda_graphs: bool = False
-
-
-@dataclass(frozen=True)
-class InferenceSpec:
-    batch_size: int
-    image_size: tuple[int, int]
-    amp: str | None = None
-    channels_last: bool = False
-    compile: CompileRequest | None = None
-    cuda_graphs: bool = False
 
 
 @dataclass
