@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from ..model import Against
 from ..sampling.manager import WORKDIR_PREFIX, ProcessSampler, Target, Zygote, tail
 from ..sampling.messages import BenchmarkError, Job, TakenSample
 from .git import Worktree
-from .protocol import ENV, HANDSHAKE, Handshake, Order, order_text
+from .protocol import ENV, HANDSHAKE, ORDER, Handshake, Order
 from .pytest_run import pytest_command
 
 #: how long the base process may take to start, import torch and collect the tests
@@ -190,7 +191,7 @@ class BaseSide:
             process = subprocess.Popen(
                 how.command,
                 cwd=how.cwd,
-                env={**os.environ, **how.env, ENV: order_text(order)},
+                env={**os.environ, **how.env, ENV: json.dumps(ORDER.dump(order))},
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,

@@ -57,10 +57,6 @@ HANDSHAKE: Document[Handshake] = Document(
 )
 
 
-def order_text(order: Order) -> str:
-    return json.dumps(ORDER.dump(order))
-
-
 def current_order() -> Order | None:
     """The order this process runs under, when it is (or descends from) a base process."""
     text = os.environ.get(ENV)

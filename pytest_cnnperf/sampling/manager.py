@@ -223,14 +223,11 @@ class Zygote:
             try:
                 message = self.receive(timeout=PROBE_TIMEOUT_S + CUDA_PROBE_TIMEOUT_S + 120)
             except BenchmarkError as exc:
-                self.unusable, self._ready = str(exc), False
-                return False
+                message = {"unusable": str(exc)}
             if message is None:
-                self.unusable = "the sample-process server did not start in time"
-                self._ready = False
-            else:
-                self.unusable = message.get("unusable")
-                self._ready = self.unusable is None
+                message = {"unusable": "the sample-process server did not start in time"}
+            self.unusable = message.get("unusable")
+            self._ready = self.unusable is None
         return self._ready
 
     def run(self, jobs: Sequence[Job], timeout: float) -> list[ChildReport]:
