@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from ..measuring.environment import cpuinfo
 from .findings import Finding, Level, Section
 
 #: 1-minute load average per online CPU above which the machine is busy
@@ -64,18 +65,6 @@ def cpu_ranges(cpus: Iterable[int]) -> str:
         else:
             runs.append([cpu])
     return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
-
-
-def _cpuinfo(files: Files) -> tuple[str, bool]:
-    """The CPU's model and whether it runs under a hypervisor."""
-    model, virtual = "unknown CPU", False
-    for line in (files.text("/proc/cpuinfo") or "").splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "model name" and model == "unknown CPU":
-            model = value.strip()
-        elif key.strip() == "flags" and "hypervisor" in value.split():
-            virtual = True
-    return model, virtual
 
 
 def _load(files: Files, cpus: int) -> Finding | None:
@@ -414,7 +403,9 @@ def cpu_section(
     )
     if affinity is None:
         affinity = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else online
-    model, virtual = _cpuinfo(files)
+    fields = cpuinfo(files.path("/proc/cpuinfo"))
+    model = fields.get("model name", "unknown CPU")
+    virtual = "hypervisor" in fields.get("flags", "").split()
     usable = len(affinity)
     title = f"CPU: {model}, {len(online)} online ({cpu_ranges(online)})"
     title += (

@@ -26,12 +26,13 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "unknown"
 
 
-def _cpuinfo() -> dict[str, str]:
-    """The first processor's fields in ``/proc/cpuinfo`` (empty where there is none)."""
+def cpuinfo(path: Path = Path("/proc/cpuinfo")) -> dict[str, str]:
+    """The first processor's fields in ``/proc/cpuinfo`` (empty where there is none); the
+    doctor reads it under its root."""
     fields: dict[str, str] = {}
     try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):
         return fields
     for line in text.split("\n\n", 1)[0].splitlines():
         name, _, value = line.partition(":")
@@ -41,13 +42,13 @@ def _cpuinfo() -> dict[str, str]:
 
 def cpu_model() -> str:
     return (
-        _cpuinfo().get("model name") or platform.processor() or platform.machine() or "unknown CPU"
+        cpuinfo().get("model name") or platform.processor() or platform.machine() or "unknown CPU"
     )
 
 
 def cpu_id() -> str | None:
     """``family 25 model 17 stepping 1`` on x86 (``None`` where the CPU does not say)."""
-    info = _cpuinfo()
+    info = cpuinfo()
     parts = [(word, info.get(key)) for word, key in _ID_FIELDS]
     if not all(value for _, value in parts):
         return None
