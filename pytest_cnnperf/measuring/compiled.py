@@ -20,7 +20,6 @@ import importlib.util
 import os
 import re
 import secrets
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -85,11 +84,6 @@ def compile_cache_root() -> str:
     return os.path.join(
         tempfile.gettempdir(), f"pytest-cnnperf-compile-{os.getpid()}-{secrets.token_hex(4)}"
     )
-
-
-def remove_cache(root: str) -> None:
-    """Remove a session's compiler caches (compiled C++ and kernels: tens of MB a model)."""
-    shutil.rmtree(root, ignore_errors=True)
 
 
 class Compiled:
