@@ -19,11 +19,33 @@ from ..parsers import (
 )
 from ..settings import Setting, Settings
 
+
+@dataclass(frozen=True)
+class ZooModel:
+    name: str
+    gpu_batch: int
+    cpu_batch: int
+    #: image size on the CPU; ``None``: the model's own (Inception-V3's auxiliary head needs 299)
+    cpu_image: int | None = 64
+    #: the smallest batch it trains at (Inception-V3's auxiliary head batch-normalises a 1x1 map)
+    min_batch: int = 1
+
+
+CATALOG = (
+    ZooModel("resnet18", gpu_batch=256, cpu_batch=8),
+    ZooModel("resnet50", gpu_batch=128, cpu_batch=8),
+    ZooModel("vgg16", gpu_batch=64, cpu_batch=2),
+    ZooModel("mobilenet_v2", gpu_batch=128, cpu_batch=8),
+    ZooModel("efficientnet_b0", gpu_batch=128, cpu_batch=8),
+    ZooModel("googlenet", gpu_batch=128, cpu_batch=8),
+    ZooModel("inception_v3", gpu_batch=64, cpu_batch=2, cpu_image=None, min_batch=2),
+)
+DEFAULT_MODELS = tuple(m.name for m in CATALOG)
+
 # fmt: off
 MODELS: Setting[tuple[str, ...] | None] = Setting(
     "zoo_models", parse_names, "Models of the bundled zoo (--pyargs pytest_cnnperf.zoo), "
-    "comma-separated. Default: resnet18,resnet50,vgg16,mobilenet_v2,efficientnet_b0,googlenet,"
-    "inception_v3", flag=True, metavar="NAMES"
+    f"comma-separated. Default: {','.join(DEFAULT_MODELS)}", flag=True, metavar="NAMES"
 )
 BATCH_SIZE: Setting[tuple[int, ...] | None] = Setting(
     "zoo_batch_size", parse_positive_ints, "Batch sizes for the zoo. Default: each model's "
@@ -75,29 +97,6 @@ class ZooOptions:
             channels_last=values[MEMORY_FORMAT],
             compile=values[COMPILE],
         )
-
-
-@dataclass(frozen=True)
-class ZooModel:
-    name: str
-    gpu_batch: int
-    cpu_batch: int
-    #: image size on the CPU; ``None``: the model's own (Inception-V3's auxiliary head needs 299)
-    cpu_image: int | None = 64
-    #: the smallest batch it trains at (Inception-V3's auxiliary head batch-normalises a 1x1 map)
-    min_batch: int = 1
-
-
-CATALOG = (
-    ZooModel("resnet18", gpu_batch=256, cpu_batch=8),
-    ZooModel("resnet50", gpu_batch=128, cpu_batch=8),
-    ZooModel("vgg16", gpu_batch=64, cpu_batch=2),
-    ZooModel("mobilenet_v2", gpu_batch=128, cpu_batch=8),
-    ZooModel("efficientnet_b0", gpu_batch=128, cpu_batch=8),
-    ZooModel("googlenet", gpu_batch=128, cpu_batch=8),
-    ZooModel("inception_v3", gpu_batch=64, cpu_batch=2, cpu_image=None, min_batch=2),
-)
-DEFAULT_MODELS = tuple(m.name for m in CATALOG)
 
 
 def model(name: str) -> ZooModel:
