@@ -404,11 +404,6 @@ def test_net(cnnperf):
 """
 
 
-#: one look of six pairs instead of two (six and twelve): for runs whose outcome is not the
-#: time's (a count, an unchanged step), the second look only costs their subprocesses' time
-ONE_LOOK = ("-o", "cnnperf_samples=6")
-
-
 @dataclasses.dataclass
 class Project:
     pytester: pytest.Pytester
@@ -467,8 +462,7 @@ def test_a_slower_commit_regresses_and_an_unrelated_one_passes_leaving_nothing_b
     project: Project,
 ) -> None:
     project.commit("A readme", **{"README.md": "# a project\n"})
-    # one look of six pairs (cnnperf_samples = 6): an unchanged step reaches no later look
-    unrelated = project.against("HEAD~1", *ONE_LOOK)
+    unrelated = project.against("HEAD~1")
     unrelated.assert_outcomes(passed=1)  # ok, or inconclusive on a busy machine: never a change
     unrelated.stdout.re_match_lines([r"1 benchmark: 1 (ok|inconclusive)$"])
     # ten times the step: caught whatever else the machine runs (sleeping needs no CPU)
@@ -523,7 +517,7 @@ def test_a_new_sync_fails_against_the_revision_and_a_marker_accepts_it(project: 
     )
     project.commit("Log the input's mean")
     report = project.path.parent / "r.json"
-    synced = project.against("HEAD~1", f"--cnnperf-json={report}", *ONE_LOOK)
+    synced = project.against("HEAD~1", f"--cnnperf-json={report}")
     synced.assert_outcomes(failed=1)
     synced.stdout.fnmatch_lines(
         [
@@ -541,7 +535,7 @@ def test_a_new_sync_fails_against_the_revision_and_a_marker_accepts_it(project: 
         )
     )
     project.commit("Accept the mean's sync")
-    accepted = project.against("HEAD~2", *ONE_LOOK)
+    accepted = project.against("HEAD~2")
     accepted.assert_outcomes(passed=1)
     accepted.stdout.fnmatch_lines(
         ["*structure: 1 new aten::_local_scalar_dense * per step, in Net; * (reported*"]

@@ -301,11 +301,7 @@ def test_no_regression_between_good_and_bad_exits_1_with_the_figures(
 ) -> None:
     folder, shas = project([{}, {}])
     before = checkout_state(folder)
-    # the confirmation's one look of six pairs (cnnperf_samples = 6) instead of a second of
-    # twelve that unchanged code reaches: its outcome is the same, the run half as long
-    done = cnnperf(
-        folder, "bisect", shas[0], shas[1], "--", "test_perf.py", "-o", "cnnperf_samples=6"
-    )
+    done = cnnperf(folder, "bisect", shas[0], shas[1], "--", "test_perf.py")
     # unchanged code: "no regression" (1), or "unsure" (4) while another process loads a core
     assert done.returncode in (bisect.NOTHING, bisect.UNSURE), done.stdout + done.stderr
     assert "nothing bisected" in done.stdout.splitlines()[-1]
