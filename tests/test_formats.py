@@ -341,20 +341,27 @@ def test_the_walk_reaches_every_record_of_a_result() -> None:
 
 
 def test_files_are_versioned_and_read_at_their_version_only() -> None:
-    """Results and baseline files are at version 2, the first a release wrote (version 1 was
-    written before 0.1.0 and is not read); the messages between the processes of one run are
-    never read by another version, so they have no older reader either."""
-    files = {d.schema: (d.version, sorted(d.older)) for d in (results_file.RESULTS, BASELINE)}
-    assert files == {"pytest-cnnperf/results": (2, []), "pytest-cnnperf/baseline": (2, [])}
-    runs = {
-        d.schema: (d.version, dict(d.older))
-        for d in (messages.JOB, messages.CHILD_REPORT, xdist.WORKER_REPORT)
+    """Results, baseline and noise profile files are at version 2, the first a release wrote
+    (version 1 was written before 0.1.0 and is not read); the messages between the processes of
+    one run are never read by another version either."""
+    documents = (
+        results_file.RESULTS,
+        BASELINE,
+        noise_store.NOISE,
+        messages.JOB,
+        messages.CHILD_REPORT,
+        xdist.WORKER_REPORT,
+    )
+    assert {d.schema: d.version for d in documents} == {
+        "pytest-cnnperf/results": 2,
+        "pytest-cnnperf/baseline": 2,
+        "pytest-cnnperf/noise-profile": 2,
+        "pytest-cnnperf/job": 2,
+        "pytest-cnnperf/sample-report": 2,
+        "pytest-cnnperf/worker-report": 2,
     }
-    assert runs == {
-        "pytest-cnnperf/job": (2, {}),
-        "pytest-cnnperf/sample-report": (2, {}),
-        "pytest-cnnperf/worker-report": (2, {}),
-    }
+    for document in documents:
+        assert document.version_problem({"schema_version": 1}), document.schema
 
 
 NEWER = (

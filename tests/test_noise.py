@@ -344,35 +344,21 @@ def test_improved_needs_the_gain_beyond_the_threshold_after_every_term() -> None
     assert gated(1 / 1.4, steady).verdict is Verdict.IMPROVED
 
 
-def test_a_profile_of_the_first_form_still_reads_as_the_kinds_widest(tmp_path: Path) -> None:
-    """Version 1 held one profile for the kind: it reads, every benchmark is given it, and the
-    verdict says that none of its own was recorded."""
+def test_a_profile_of_a_version_no_release_wrote_is_refused_with_the_fix(tmp_path: Path) -> None:
+    """Version 1 (one profile for the kind) came before 0.1.0: it is not read, and the message
+    says how to get one that is."""
     where = tmp_path / ENV.machine / "noise-profile.json"
     where.parent.mkdir()
-    version_1 = {
-        "machine": ENV.machine,
-        "profile": {
-            "benchmarks": 3,
-            "between": 0.1032,
-            "between_calibrated": 0.0129,
-            "calibration_within": 0.0997,
-            "command": "cnnperf noise --runs=20 -- test_noise.py",
-            "drift_covered": 0.2692,
-            "recorded": "2026-12-04T17:32:30Z",
-            "runs": 60,
-            "within": 0.1318,
-        },
-        "schema": "pytest-cnnperf/noise-profile",
-        "schema_version": 1,
-    }
+    version_1 = {"machine": ENV.machine, "profile": {"between": 0.1}}
+    version_1 |= {"schema": "pytest-cnnperf/noise-profile", "schema_version": 1}
     where.write_text(json.dumps(version_1))
-    profile = noise_file.read(tmp_path, ENV.machine, QUIET_NET)
-    assert profile is not None
-    assert (profile.source, profile.runs, profile.between_calibrated) == ("widest", 60, 0.0129)
-    assert profile.freedom is None
-    # its uncertainty from its 20 runs a benchmark
-    assert noise.term(profile, calibrated=True) == pytest.approx(0.0129 * noise.uncertainty(19))
-    assert any(str(r).startswith("no noise profile") for r in gated(1.0, profile).reasons)
+    with pytest.raises(noise_file.NoiseProfileError) as caught:
+        noise_file.read(tmp_path, ENV.machine, QUIET_NET)
+    assert str(caught.value) == (
+        f"noise profile {where} cannot be used: its schema_version 1 is older than this "
+        "pytest-cnnperf reads (noise profile schema version 2). Record it again with `cnnperf "
+        "noise -- PYTEST_ARGS`, or delete it to gate with the device's default noise"
+    )
 
 
 def test_a_benchmark_with_too_few_runs_is_named_with_the_fix(tmp_path: Path) -> None:

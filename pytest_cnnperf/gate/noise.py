@@ -409,10 +409,7 @@ def term(profile: NoiseProfile, calibrated: bool) -> float:
         spread = profile.between_calibrated
     if profile.source == DEFAULT:
         return spread
-    freedom = profile.freedom
-    if freedom is None and profile.runs:  # version 1: its runs, summed over its benchmarks
-        freedom = max(profile.runs / max(profile.benchmarks, 1) - 1, 1.0)
-    return spread * uncertainty(freedom)  # none known (a profile written by hand): as given
+    return spread * uncertainty(profile.freedom)  # none known (written by hand): as given
 
 
 def calibrates(profile: NoiseProfile, baseline: int, current: int) -> bool:

@@ -50,10 +50,10 @@ class NoiseProfile:
     #: when it was recorded (ISO 8601, UTC), and with which command
     recorded: str | None = None
     command: str | None = None
-    #: the machine instances its runs came from (0: not recorded, a profile of version 1)
+    #: the machine instances its runs came from (0: not recorded)
     instances: Count = 0
-    #: the effective degrees of freedom of the between-run spreads (``None``: a profile of
-    #: version 1, whose runs per benchmark were not kept)
+    #: the effective degrees of freedom of the between-run spreads (``None``: not known, a
+    #: profile written by hand)
     freedom: NonNegative | None = None
     #: its runs came from one instance: the instances' part of its spreads is the one the
     #: kind's benchmarks recorded on several showed

@@ -229,7 +229,7 @@ def refit(baselines: Path) -> list[Recorded]:
         runs = {name: list(b.runs) for name, b in document.benchmarks if b.runs}
         if not runs:
             raise NoiseProblem(
-                f"{path} keeps no runs to fit again (a profile of version 1); record it again: "
+                f"{path} keeps no runs to fit again; record it again: "
                 "cnnperf noise --replace -- PYTEST_ARGS"
             )
         command = document.profile.command or "cnnperf noise"
@@ -248,8 +248,7 @@ def _earlier(
     baselines: Path, machine: str, kept: dict[str, list[dict[str, Any]]], replace: bool
 ) -> dict[str, list[NoiseRun]]:
     """The runs a recording adds to: those of the profile beside the baselines, and those of
-    the recording file it lacks (all of them beside a profile of version 1, which kept none);
-    none with ``replace``."""
+    the recording file it lacks; none with ``replace``."""
     if replace:
         return {}
     try:

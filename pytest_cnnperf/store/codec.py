@@ -352,15 +352,13 @@ def load(cls: type[T], data: Any, path: str = "file") -> T:
 @dataclass(frozen=True)
 class Document(Generic[T]):
     """A kind of JSON document: its ``schema`` name, the newest ``schema_version`` this version
-    writes, its body's dataclass, and readers of the versions written before (each takes the
-    whole document and returns the body)."""
+    writes (and reads: no other), its body's dataclass."""
 
     schema: str
     version: int
     body: type[T]
     #: how the document is called in messages: ``results``, ``baseline``
     noun: str
-    older: Mapping[int, Any] = dataclasses.field(default_factory=dict)
 
     def dump(self, value: T) -> dict[str, Any]:
         data: dict[str, Any] = {"schema": self.schema, "schema_version": self.version}
@@ -382,7 +380,7 @@ class Document(Generic[T]):
             )
         if version < 1:
             return f"its schema_version {version} was never written by pytest-cnnperf{fix}"
-        if version != self.version and version not in self.older:
+        if version != self.version:
             return (
                 f"its schema_version {version} is older than this pytest-cnnperf reads ({noun}"
                 f"schema version {self.version}){fix}"
@@ -408,8 +406,4 @@ class Document(Generic[T]):
     def load(self, data: Mapping[str, Any], path: str = "file") -> T:
         """The body of a document of this schema (the caller checks the version first with
         :meth:`version_problem`); ``DataError`` for a bad value."""
-        version = data.get("schema_version", self.version)
-        if version != self.version:
-            older: T = self.older[version](dict(data), path)
-            return older
         return load(self.body, dict(data), path)

@@ -1,32 +1,19 @@
 """A kind of machine's noise profile on disk: ``<baselines>/<machine>/noise-profile.json``,
 beside its baselines (a name no test module can have), written by ``cnnperf noise``: per
-benchmark, with the runs each was fitted from. Version 1 held one profile for all benchmarks;
-it still reads, as the kind's widest spread, which every benchmark is then given."""
+benchmark, with the runs each was fitted from."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
-from typing import Any
 
-from ..model.noise import WIDEST, BenchmarkNoise, NoiseProfile, NoiseProfileFile
+from ..model.noise import BenchmarkNoise, NoiseProfile, NoiseProfileFile
 from .baseline import BaselineFileError, _write_atomically, read_text
-from .codec import Document, DocumentProblem, load
+from .codec import Document, DocumentProblem
 from .locations import safe_name
 
-
-def _read_v1(data: dict[str, Any], path: str) -> NoiseProfileFile:
-    """Version 1: one profile, the largest spreads of the benchmarks it was recorded from,
-    without them or their runs: the kind's widest spread, for every benchmark."""
-    document = load(NoiseProfileFile, data, path)
-    return dataclasses.replace(
-        document, profile=dataclasses.replace(document.profile, source=WIDEST)
-    )
-
-
 NOISE: Document[NoiseProfileFile] = Document(
-    "pytest-cnnperf/noise-profile", 2, NoiseProfileFile, "noise profile", older={1: _read_v1}
+    "pytest-cnnperf/noise-profile", 2, NoiseProfileFile, "noise profile"
 )
 FILE_NAME = "noise-profile.json"
 
