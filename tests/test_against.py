@@ -569,45 +569,33 @@ def test_what_cannot_be_gated_against_a_revision_is_a_usage_error(
     result.stderr.fnmatch_lines([expected])
 
 
-@pytest.fixture(scope="module")
-def kept_runs() -> dict[str, pytest.RunResult]:
-    """Runs shared by the tests of this module that check different parts of the same run."""
-    return {}
-
-
-def new_and_two_ranks(project: Project, kept: dict[str, pytest.RunResult]) -> pytest.RunResult:
-    """One commit adds a benchmark's test file and makes the other benchmark data-parallel; run
-    once against its parent for the two tests that read it (each run starts two pytest
-    processes, whose imports of torch take most of its time)."""
-    if "new-and-two-ranks" not in kept:
-        project.commit(
-            "Another benchmark, and two ranks",
-            **{
-                "test_more.py": f"""
-                    from {project.package} import Net
-
-
-                    def test_more(cnnperf):
-                        cnnperf.train_step(Net(), batch_size=2, image_size=16)
-                    """,
-                "test_perf.py": f"""
-                    from {project.package} import Net
-
-
-                    def test_net(cnnperf):
-                        cnnperf.train_step(Net(), batch_size=2, image_size=16, world_size=2)
-                    """,
-            },
-        )
-        kept["new-and-two-ranks"] = project.against("HEAD~1", "-v")
-    return kept["new-and-two-ranks"]
-
-
-def test_a_benchmark_whose_test_the_revision_lacks_is_new(
-    project: Project, kept_runs: dict[str, pytest.RunResult]
+def test_a_benchmark_the_revision_lacks_is_new_and_a_data_parallel_step_is_refused(
+    project: Project,
 ) -> None:
-    result = new_and_two_ranks(project, kept_runs)
-    result.assert_outcomes(passed=1, failed=1)  # test_perf.py's step is refused: see below
+    """One commit adds a benchmark's test file and makes the other benchmark data-parallel; one
+    run against its parent shows both (each run starts two pytest processes, whose imports of
+    torch take most of its time)."""
+    project.commit(
+        "Another benchmark, and two ranks",
+        **{
+            "test_more.py": f"""
+                from {project.package} import Net
+
+
+                def test_more(cnnperf):
+                    cnnperf.train_step(Net(), batch_size=2, image_size=16)
+                """,
+            "test_perf.py": f"""
+                from {project.package} import Net
+
+
+                def test_net(cnnperf):
+                    cnnperf.train_step(Net(), batch_size=2, image_size=16, world_size=2)
+                """,
+        },
+    )
+    result = project.against("HEAD~1", "-v")
+    result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
             "test_more.py::test_more PASSED*",
@@ -615,13 +603,6 @@ def test_a_benchmark_whose_test_the_revision_lacks_is_new(
             "note: test_more: new since HEAD~1 (*): its test file is not there",
         ]
     )
-
-
-def test_a_data_parallel_step_is_refused_with_the_reason(
-    project: Project, kept_runs: dict[str, pytest.RunResult]
-) -> None:
-    result = new_and_two_ranks(project, kept_runs)
-    result.assert_outcomes(passed=1, failed=1)  # test_more.py's benchmark is new: see above
     result.stdout.fnmatch_lines(
         [
             "cnnperf: measuring train_step Net bs=4 16x16 opt=sgd world=2 on cpu failed: "

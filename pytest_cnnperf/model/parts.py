@@ -141,9 +141,3 @@ class Instructions:
         """The fewest instructions of a counted step: the figure the gate compares. What is
         left of warm-up only adds to a step (PyTorch's own count gates take the minimum too)."""
         return float(min(self.steps))
-
-    @property
-    def spread(self) -> float:
-        """How far the counted steps differ from each other, as a fraction of the figure."""
-        steps = self.steps
-        return (max(steps) - min(steps)) / self.per_step if steps and self.per_step else 0.0
