@@ -14,7 +14,7 @@ import dataclasses
 import os
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,14 +32,11 @@ VOIDED_PARTS = 3
 
 
 @dataclass(frozen=True)
-class LoopSpec:
-    """A ``train_loop`` benchmark's step (the size of its images is the loader's)."""
+class LoopSpec(TrainSpec):
+    """A ``train_loop`` benchmark's step: a train step on the loader's batches."""
 
-    batch_size: int
-    amp: str | None = None
-    channels_last: bool = False
-    optimizer: str | Callable[..., Any] = "sgd"
-    loss: Callable[..., Any] | None = None
+    #: the images' size is the loader's: a train step given its batch makes none of this size
+    image_size: tuple[int, int] = (1, 1)
     #: timed steps per sample; ``None``: as many as the timing policy asks for
     steps: int | None = None
     #: how a batch that is not an (images, targets) pair is read; not part of the key
@@ -382,16 +379,7 @@ def build_loop(model: Any, loader: Any, spec: LoopSpec, device: Any) -> Workload
     """The loop of ``model`` reading ``loader`` on ``device``: its phases, its window over the
     loader's passes, and the step's memory and FLOPs as ``train_step`` measures them."""
     batch = Batch()
-    # the images' size is the loader's: a train step given its batch makes none of this size
-    train_spec = TrainSpec(
-        batch_size=spec.batch_size,
-        image_size=(1, 1),
-        amp=spec.amp,
-        channels_last=spec.channels_last,
-        optimizer=spec.optimizer,
-        loss=spec.loss,
-    )
-    train = build_train(model, train_spec, device, batch)
+    train = build_train(model, spec, device, batch)
     loop = Loop(Feed(loader, spec.batch_size, spec.unpack), batch, train, device, spec)
     on_meta = train.count_on_meta
 
