@@ -287,20 +287,10 @@ def steps(value: object) -> int | None:
 def loop_config(
     spec: LoopSpec, loader: LoaderSetting, model: str, cudnn_mode: str | None, label: str | None
 ) -> BenchConfig:
-    """The identity of a ``train_loop`` benchmark: its loader's configuration among it."""
-    return BenchConfig(
-        kind="train_loop",
-        model=model,
-        batch_size=spec.batch_size,
-        image_size=None,
-        amp=spec.amp,
-        channels_last=spec.channels_last,
-        optimizer=_name(spec.optimizer),
-        loss=_name(spec.loss),
-        cudnn_mode=cudnn_mode,
-        label=label,
-        loader=loader,
-    )
+    """The identity of a ``train_loop`` benchmark: its train step's, with its loader's
+    configuration in place of an image size."""
+    config = image_config(spec, model, cudnn_mode, label)
+    return dataclasses.replace(config, kind="train_loop", image_size=None, loader=loader)
 
 
 def custom_config(
