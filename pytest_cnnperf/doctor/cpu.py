@@ -346,9 +346,12 @@ def _rapl(files: Files) -> Finding:
 def _valgrind(which: Callable[[str], str | None] = shutil.which) -> Finding:
     """Whether ``--cnnperf-metric=instructions`` can count here: Valgrind and a C compiler
     (the callgrind helper is built once with it)."""
+    from ..measuring import instructions
+
     missing = [name for name in ("valgrind", "callgrind_annotate") if which(name) is None]
-    compilers = [c for c in (os.environ.get("CC"), "cc", "gcc", "clang") if c and which(c)]
-    if not compilers:
+    try:
+        instructions.compiler(which)
+    except instructions.InstructionsProblem:
         missing.append("a C compiler (cc, gcc or clang)")
     if missing:
         return Finding(
@@ -360,17 +363,15 @@ def _valgrind(which: Callable[[str], str | None] = shutil.which) -> Finding:
             fix="apt-get install valgrind gcc (Debian and Ubuntu), dnf install valgrind gcc "
             "(Fedora)",
         )
-    from ..measuring.instructions import InstructionsProblem, kernels_for, valgrind_version
-
     command = which("valgrind")
     assert command is not None
     try:
-        version = valgrind_version(command)
-    except InstructionsProblem as exc:
+        version = instructions.valgrind_version(command)
+    except instructions.InstructionsProblem as exc:
         return Finding(
             "instructions", Level.NOTE, f"--cnnperf-metric=instructions cannot count here: {exc}"
         )
-    kernels = kernels_for(version)
+    kernels = instructions.kernels_for(version)
     return Finding(
         "instructions",
         Level.OK,

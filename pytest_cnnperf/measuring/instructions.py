@@ -57,10 +57,10 @@ def headers() -> Path:
     )
 
 
-def compiler() -> str:
+def compiler(which: Callable[[str], str | None] = shutil.which) -> str:
     """The C compiler the helper is built with: ``$CC``, else cc, gcc or clang."""
     for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if name and shutil.which(name):
+        if name and which(name):
             return name
     raise InstructionsProblem(
         "no C compiler found ($CC, cc, gcc or clang) to build the callgrind helper once; "
