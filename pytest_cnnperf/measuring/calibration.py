@@ -31,17 +31,13 @@ SMS_PER_PRODUCT = 16
 CUDA_MAX_PRODUCTS = 16
 
 
-def cuda_products(multiprocessors: int) -> int:
-    """How many products make one CUDA unit on a device with ``multiprocessors`` SMs."""
-    return max(1, min(CUDA_MAX_PRODUCTS, multiprocessors // SMS_PER_PRODUCT))
-
-
 def _unit(device: Any, torch: Any) -> tuple[Callable[[], None], str]:
     """The unit on ``device`` and its id: matrix products on seeded random data, into a tensor
     made beforehand (no allocator traffic inside the unit)."""
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        n, dtype, count = CUDA_N, torch.float16, cuda_products(int(props.multi_processor_count))
+        products = int(props.multi_processor_count) // SMS_PER_PRODUCT
+        n, dtype, count = CUDA_N, torch.float16, max(1, min(CUDA_MAX_PRODUCTS, products))
         unit_id = f"cuda-mm-fp16-{n}x{count}"
     else:
         n, dtype, count, unit_id = CPU_N, None, CPU_PRODUCTS, CPU_UNIT
