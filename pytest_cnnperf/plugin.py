@@ -482,7 +482,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     finally:
         from .reports import junit
 
-        item.user_properties.extend(junit.all_properties(session.results[before:]))
+        for result in session.results[before:]:
+            item.user_properties.extend(junit.properties(result))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -6,8 +6,6 @@ A test contributes one group of properties per benchmark it measured, each group
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from ..count_kinds import KINDS, UNGATEABLE
 from ..model import Measurement, Result, units
 from . import explain, table
@@ -104,7 +102,3 @@ def _structure(m: Measurement) -> list[tuple[str, str]]:
         for kind, (word, _) in KINDS.items()
         if kind not in UNGATEABLE or cuda
     ]
-
-
-def all_properties(results: Sequence[Result]) -> list[tuple[str, str]]:
-    return [prop for result in results for prop in properties(result)]
