@@ -221,8 +221,9 @@ def test_each_stage_prints_its_time_and_runs_under_its_limit(
     assert timeouts[0] == 10
     assert max(timeouts) <= max(limit for limit, _, _ in plan.values())
     for stage, (limit, _, _) in plan.items():
-        if stage != "machine":
-            assert limit in timeouts, stage  # a stage's first command gets the whole limit
+        if stage != "machine":  # a stage's first command gets the whole limit (bash's
+            # $SECONDS may tick between the stage's start and the command: a second less)
+            assert limit in timeouts or limit - 1 in timeouts, stage
 
 
 def test_chosen_stages_run_alone_and_a_call_that_cannot_fit_is_refused(tmp_path: Path) -> None:
