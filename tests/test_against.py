@@ -387,6 +387,16 @@ class Net(nn.Module):
         return self.head(self.conv(x).mean(dim=(2, 3)))
 '''
 
+#: a benchmark of its own net, as the package's was first: a commit to the package leaves it be
+UNCHANGED = (
+    PACKAGE.format(sleep=0.010)
+    + """
+
+def test_same(cnnperf):
+    cnnperf.train_step(Net(), batch_size=2, image_size=16)
+"""
+)
+
 INI = """
 [pytest]
 {path}
@@ -458,49 +468,54 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Proje
     return project
 
 
-def test_a_slower_commit_regresses_and_an_unrelated_one_passes_leaving_nothing_behind(
+def test_a_slower_commit_regresses_and_an_unchanged_benchmark_passes_leaving_nothing_behind(
     project: Project,
 ) -> None:
-    project.commit("A readme", **{"README.md": "# a project\n"})
-    unrelated = project.against("HEAD~1")
-    unrelated.assert_outcomes(passed=1)  # ok, or inconclusive on a busy machine: never a change
-    unrelated.stdout.re_match_lines([r"1 benchmark: 1 (ok|inconclusive)$"])
-    # ten times the step: caught whatever else the machine runs (sleeping needs no CPU)
+    """Ten times one benchmark's step, caught whatever else the machine runs (sleeping needs no
+    CPU); beside it, a benchmark the commit does not touch is ok, or inconclusive on a busy
+    machine: never a change (one run: each run starts two pytest processes)."""
+    project.commit("An unchanged benchmark", **{"test_same.py": UNCHANGED})
     project.commit("Sleep ten times as long", sleep=0.100)
     before = checkout_state(project.path)
     report, summary, junit = (project.path.parent / name for name in ("r.json", "r.md", "r.xml"))
     slower = project.against(
-        "HEAD~2", f"--cnnperf-json={report}", f"--cnnperf-markdown={summary}", f"--junitxml={junit}"
+        "HEAD~1", f"--cnnperf-json={report}", f"--cnnperf-markdown={summary}", f"--junitxml={junit}"
     )
-    slower.assert_outcomes(failed=1)
-    base = project.git("rev-parse", "HEAD~2")
+    slower.assert_outcomes(failed=1, passed=1)
+    base = project.git("rev-parse", "HEAD~1")
     slower.stdout.fnmatch_lines(
         [
             "cnnperf: train_step Net bs=2 16x16 opt=sgd regressed (throughput)",
-            f"  throughput  * now, * at HEAD~2 ({base[:10]}): -* (fails below -10%)",
+            f"  throughput  * now, * at HEAD~1 ({base[:10]}): -* (fails below -10%)",
             "              * samples now against * (look 1 of 2): *",  # pairs disturbed unequally are left out
-            f"  against     * against HEAD~2 ({base[:10]}), both measured in this run",
-            f"  Compared with HEAD~2 ({base[:10]}) in the same run, so the machine's speed is not "
+            f"  against     * against HEAD~1 ({base[:10]}), both measured in this run",
+            f"  Compared with HEAD~1 ({base[:10]}) in the same run, so the machine's speed is not "
             "the cause. If the change is intended, merge it: *",
-            f"gated against HEAD~2 ({base[:10]}) measured in this run: A small net; the code "
-            "under test is *",
+            f"gated against HEAD~1 ({base[:10]}) measured in this run: An unchanged benchmark; "
+            "the code under test is *",
         ]
     )
-    (result,) = json.loads(report.read_text())["results"]
+    results = {r["test_id"]: r for r in json.loads(report.read_text())["results"]}
+    assert results["test_same.py::test_same"]["decision"]["verdict"] in ("ok", "inconclusive")
+    result = results["test_perf.py::test_net"]
     decision = result["decision"]
     assert decision["verdict"] == "regressed"
-    assert decision["against"]["base"] == {"name": "HEAD~2", "sha": base, "subject": "A small net"}
+    assert decision["against"]["base"] == {
+        "name": "HEAD~1",
+        "sha": base,
+        "subject": "An unchanged benchmark",
+    }
     assert decision["against"]["head"]["sha"] == project.git("rev-parse", "HEAD")
     taken = len(result["measurement"]["samples"])
     assert len(decision["reference"]["samples"]) == taken
     assert taken in DESIGN.paired().looks  # the two sides look together
     head = project.git("rev-parse", "HEAD")
     assert summary.read_text().splitlines()[2] == (
-        f"Gated against HEAD\\~2 ({base[:10]}) measured in this run: A small net; the code "
-        f"under test is {head[:10]}."
+        f"Gated against HEAD\\~1 ({base[:10]}) measured in this run: An unchanged benchmark; "
+        f"the code under test is {head[:10]}."
     )
     xml = junit.read_text()
-    for name, value in (("against", "HEAD~2"), ("against_sha", base), ("head_sha", head)):
+    for name, value in (("against", "HEAD~1"), ("against_sha", base), ("head_sha", head)):
         assert f'<property name="cnnperf.{name}" value="{value}" />' in xml
     assert checkout_state(project.path) == before
     assert project.git("worktree", "list").count("\n") == 0
@@ -508,7 +523,15 @@ def test_a_slower_commit_regresses_and_an_unrelated_one_passes_leaving_nothing_b
 
 def test_a_new_sync_fails_against_the_revision_and_a_marker_accepts_it(project: Project) -> None:
     """Both sides are counted: a ``.item()`` the commit added fails, whatever the clock says;
-    ``allowed_syncs=1`` accepts it where there is no baseline to record again."""
+    beside it, the same step marked ``allowed_syncs=1`` is accepted where there is no baseline
+    to record again (one run: each run starts two pytest processes)."""
+    marked = (project.path / "test_perf.py").read_text()
+    marked = marked.replace(
+        "def test_net", "@pytest.mark.cnnperf(allowed_syncs=1)\ndef test_marked"
+    )
+    project.commit(
+        "The same step, a sync allowed", **{"test_marked.py": "import pytest\n" + marked}
+    )
     init = project.path / "src" / project.package / "__init__.py"
     init.write_text(
         init.read_text().replace(
@@ -518,28 +541,23 @@ def test_a_new_sync_fails_against_the_revision_and_a_marker_accepts_it(project: 
     project.commit("Log the input's mean")
     report = project.path.parent / "r.json"
     synced = project.against("HEAD~1", f"--cnnperf-json={report}")
-    synced.assert_outcomes(failed=1)
+    synced.assert_outcomes(failed=1, passed=1)
     synced.stdout.fnmatch_lines(
         [
             "cnnperf: train_step Net bs=2 16x16 opt=sgd regressed (*host-device synchronisations)",
             "  structure: 1 new aten::_local_scalar_dense (*) per step, in Net (*allowed_syncs=1*",
         ]
     )
-    (result,) = json.loads(report.read_text())["results"]
-    assert result["decision"]["reference"]["samples"][0]["structure"]["counts"]
-    test = project.path / "test_perf.py"
-    test.write_text(
-        "import pytest\n"
-        + test.read_text().replace(
-            "def test_net", "@pytest.mark.cnnperf(allowed_syncs=1)\ndef test_net"
-        )
-    )
-    project.commit("Accept the mean's sync")
-    accepted = project.against("HEAD~2")
-    accepted.assert_outcomes(passed=1)
-    accepted.stdout.fnmatch_lines(
+    synced.stdout.fnmatch_lines(
         ["*structure: 1 new aten::_local_scalar_dense * per step, in Net; * (reported*"]
     )
+    synced.stdout.fnmatch_lines(["FAILED test_perf.py::test_net*"])
+    results = {r["test_id"]: r for r in json.loads(report.read_text())["results"]}
+    assert results["test_perf.py::test_net"]["decision"]["verdict"] == "regressed"
+    assert results["test_marked.py::test_marked"]["decision"]["verdict"] != "regressed"
+    assert results["test_perf.py::test_net"]["decision"]["reference"]["samples"][0]["structure"][
+        "counts"
+    ]
 
 
 @pytest.mark.parametrize(

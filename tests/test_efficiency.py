@@ -450,6 +450,7 @@ def test_no_cpu_energy_where_xdist_workers_share_the_package(
 
     rapl_tree(tmp_path, {"intel-rapl:0": ("package-0", 1, 1_000_000_000)})
     cpu = torch.device("cpu")
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)  # the suite's own workers
     assert energy.probe_for(cpu, root=tmp_path) is not None
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")  # the package's energy is both workers'
     assert energy.probe_for(cpu, root=tmp_path) is None
