@@ -55,8 +55,9 @@ PRECISION_LEVEL = 0.10
 class Next:
     """What the runner samples next: how many samples, and how many of them (the first ones)
     also measure peak memory, count the step (FLOPs, operators, first numbers) and profile its
-    operators. ``paired``: as many of the revision gated against, in turn with these, alike.
-    ``instructions``: also count the step's instructions (``--cnnperf-metric=instructions``)."""
+    operators. ``paired``: as many of the revision gated against, in turn with these, the same
+    ones measuring, counting and profiling. ``instructions``: also count the step's instructions
+    in the counting process (``--cnnperf-metric=instructions``)."""
 
     samples: int
     memory: int = 0

@@ -62,9 +62,10 @@ def compare_throughput(
     calibrated: tuple[Sequence[float], Sequence[float]] | None = None,
 ) -> Comparison:
     """Compare step times at ``look``'s shares of the error rates, the current ones divided by
-    ``machine_factor`` (or ``calibrated``: each side's divided by its own sample's calibration),
-    allowing for what moves a whole run (``runs``, ``gate.noise``). ``items``: items per step
-    (baseline, current). Inconclusive at a look that is not the last means "not decided yet"."""
+    ``machine_factor`` (or ``calibrated``: each side's divided by its own sample's calibration,
+    with ``machine_factor`` only the drift reported), allowing for what moves a whole run
+    (``runs``, ``gate.noise``). ``items``: items per step (baseline, current), for rates in items
+    per second. Inconclusive at a look that is not the last means "not decided yet"."""
     threshold = settings.throughput_threshold
     before, adjusted = calibrated or (baseline, [t / machine_factor for t in current])
     shift = stats.compare(before, adjusted, look.alpha, look.beta)

@@ -157,11 +157,13 @@ class _Count:
 
 
 class CountingPool(Sampler):
-    """This checkout's counting processes: each counts the step a test asks for and, while the
+    """This checkout's counting processes, one per core this process may use (so that a
+    session's counts take every core): each counts the step a test asks for and, while the
     others count or a test is timed, the first benchmark of a test still to come (a count
     depends on the code alone: one taken ahead stands for the test's when ``Site.key`` is the
     same); under pytest-xdist a worker's one process takes none ahead (which tests a worker runs
-    is decided as it goes). They are stopped while a test's samples are timed (:meth:`held`)."""
+    is decided as it goes). They are stopped while a test's samples are timed (:meth:`held`), so
+    that no count disturbs a time."""
 
     def __init__(
         self,
